@@ -1,0 +1,3 @@
+[
+  inputs: ["{mix,.formatter}.exs", "{config,lib,test,build_support,examples,bench}/**/*.{ex,exs}"]
+]

@@ -1,0 +1,39 @@
+defmodule ExBashkit.Native do
+  @moduledoc false
+  # NIF stubs and loading, nothing else. The functions here trust their
+  # arguments: every public entry point validates before calling them.
+  #
+  # Long work (scripts) never runs inside a NIF call: `session_exec/5` and
+  # `exec_once/3` submit the script to the library's interpreter threads and
+  # return `:ok`; the answer arrives as `{:ex_bashkit_reply, ref, outcome}`
+  # (see `ExBashkit.Callbacks`).
+
+  @on_load :load_nif
+
+  @doc false
+  def load_nif do
+    path = :filename.join(:code.priv_dir(:ex_bashkit), ~c"native/ex_bashkit")
+    :erlang.load_nif(path, runtime_config())
+  end
+
+  # Interpreter thread settings from `config :ex_bashkit, ...`, read once.
+  defp runtime_config do
+    for key <- [:worker_threads, :stack_size],
+        value = Application.get_env(:ex_bashkit, key),
+        is_integer(value) and value > 0,
+        do: {key, value}
+  end
+
+  def session_new(_config), do: :erlang.nif_error(:nif_not_loaded)
+  def session_exec(_session, _script, _opts, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+  def exec_once(_script, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+  def session_info(_session), do: :erlang.nif_error(:nif_not_loaded)
+  def live_sessions, do: :erlang.nif_error(:nif_not_loaded)
+  def fs_read(_session, _path), do: :erlang.nif_error(:nif_not_loaded)
+  def fs_write(_session, _path, _content), do: :erlang.nif_error(:nif_not_loaded)
+  def fs_list(_session, _path), do: :erlang.nif_error(:nif_not_loaded)
+  def fs_mkdir(_session, _path, _parents), do: :erlang.nif_error(:nif_not_loaded)
+  def fs_remove(_session, _path, _recursive), do: :erlang.nif_error(:nif_not_loaded)
+  def fs_rename(_session, _from, _to), do: :erlang.nif_error(:nif_not_loaded)
+  def fs_stat(_session, _path), do: :erlang.nif_error(:nif_not_loaded)
+end

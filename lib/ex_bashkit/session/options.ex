@@ -1,0 +1,433 @@
+defmodule ExBashkit.Session.Options do
+  @moduledoc false
+  # Every option of `ExBashkit.Session.new/1`, parsed and validated in one place.
+  #
+  # `parse!/1` turns the user's keyword list into:
+  #
+  #   * `:native` - a plain map whose shape the NIF decodes without further
+  #     checks (`native/ex_bashkit/src/options.rs`, `SessionConfig`): strings
+  #     are valid UTF-8, counts are integers in 0..2^64-1, and so on;
+  #   * the Elixir-side capabilities a session carries (builtin functions,
+  #     virtual_fs backends, the back-call timeout).
+  #
+  # A malformed option is a programmer error: it raises `ArgumentError` naming
+  # the option and what was wrong.
+
+  @u64_max 0xFFFF_FFFF_FFFF_FFFF
+
+  @limit_keys [
+    :max_commands,
+    :max_loop_iterations,
+    :max_total_loop_iterations,
+    :max_function_depth,
+    :max_input_bytes,
+    :timeout_ms,
+    :max_stdout_bytes,
+    :max_stderr_bytes,
+    :max_total_commands,
+    :max_exec_calls
+  ]
+
+  @known [
+    :env,
+    :cwd,
+    :username,
+    :hostname,
+    :files,
+    :mounts,
+    :allowed_mount_paths,
+    :limits,
+    :allow_net,
+    :block_private_ips,
+    :builtins,
+    :builtin_timeout_ms,
+    :virtual_fs,
+    :python
+  ]
+
+  @default_callback_timeout_ms 30_000
+
+  @type parsed :: %{
+          native: map(),
+          builtins: %{optional(String.t()) => (map() -> term())},
+          virtual_fs: %{optional(String.t()) => term()},
+          callback_timeout_ms: pos_integer()
+        }
+
+  @doc false
+  @spec limit_keys() :: [atom()]
+  def limit_keys, do: @limit_keys
+
+  @doc false
+  @spec parse!(term()) :: parsed()
+  def parse!(opts) do
+    opts = to_keyword!(opts, "options")
+
+    for {key, _} <- opts, key not in @known do
+      raise ArgumentError,
+            "unknown option #{inspect(key)} for ExBashkit.Session.new/1; " <>
+              "known options: #{Enum.map_join(@known, ", ", &inspect/1)}"
+    end
+
+    builtins = builtins!(Keyword.get(opts, :builtins, %{}))
+    virtual_fs = virtual_fs!(Keyword.get(opts, :virtual_fs, %{}))
+
+    timeout =
+      pos_integer!(
+        Keyword.get(opts, :builtin_timeout_ms, @default_callback_timeout_ms),
+        :builtin_timeout_ms
+      )
+
+    {allow_net, allow_all_net} = allow_net!(Keyword.get(opts, :allow_net))
+
+    native = %{
+      env: env!(Keyword.get(opts, :env, [])),
+      cwd: absolute_path!(Keyword.get(opts, :cwd, "/"), ":cwd"),
+      username: name!(Keyword.get(opts, :username, "sandbox"), :username),
+      hostname: name!(Keyword.get(opts, :hostname, "bashkit-sandbox"), :hostname),
+      files: files!(Keyword.get(opts, :files, [])),
+      limits: limits!(Keyword.get(opts, :limits, [])),
+      mounts: mounts!(Keyword.get(opts, :mounts, [])),
+      allowed_mount_paths: allowed_mount_paths!(Keyword.get(opts, :allowed_mount_paths)),
+      allow_net: allow_net,
+      allow_all_net: allow_all_net,
+      block_private_ips:
+        boolean!(Keyword.get(opts, :block_private_ips, true), :block_private_ips),
+      builtins: Map.keys(builtins),
+      virtual_fs: Map.keys(virtual_fs),
+      callback_timeout_ms: timeout,
+      python: python!(Keyword.get(opts, :python, false))
+    }
+
+    %{native: native, builtins: builtins, virtual_fs: virtual_fs, callback_timeout_ms: timeout}
+  end
+
+  # -- generic shapes ---------------------------------------------------------
+
+  defp to_keyword!(opts, what) when is_list(opts) do
+    if Enum.all?(opts, &match?({key, _} when is_atom(key), &1)) do
+      opts
+    else
+      raise ArgumentError, "#{what} must be a keyword list, got: #{inspect(opts)}"
+    end
+  end
+
+  defp to_keyword!(%{} = opts, what) when not is_struct(opts),
+    do: to_keyword!(Map.to_list(opts), what)
+
+  defp to_keyword!(opts, what),
+    do: raise(ArgumentError, "#{what} must be a keyword list, got: #{inspect(opts)}")
+
+  # A map or a list of pairs, as a list of pairs.
+  defp pairs!(%{} = map, _option) when not is_struct(map), do: Map.to_list(map)
+
+  defp pairs!(list, option) when is_list(list) do
+    Enum.map(list, fn
+      {key, value} ->
+        {key, value}
+
+      other ->
+        raise ArgumentError,
+              "#{inspect(option)} entries must be {key, value} pairs, got: #{inspect(other)}"
+    end)
+  end
+
+  defp pairs!(other, option),
+    do:
+      raise(
+        ArgumentError,
+        "#{inspect(option)} must be a map or a keyword list, got: #{inspect(other)}"
+      )
+
+  defp string!(value, what) when is_binary(value) do
+    cond do
+      not String.valid?(value) ->
+        raise ArgumentError, "#{what} must be valid UTF-8, got: #{inspect(value)}"
+
+      String.contains?(value, <<0>>) ->
+        raise ArgumentError, "#{what} must not contain NUL bytes, got: #{inspect(value)}"
+
+      true ->
+        value
+    end
+  end
+
+  defp string!(value, what),
+    do: raise(ArgumentError, "#{what} must be a string, got: #{inspect(value)}")
+
+  # Keys and values of `:env` are stringified: atoms, strings, numbers.
+  defp stringify!(value, what) when is_binary(value), do: string!(value, what)
+
+  defp stringify!(value, what) when is_atom(value) and not is_nil(value),
+    do: string!(Atom.to_string(value), what)
+
+  defp stringify!(value, _what) when is_integer(value), do: Integer.to_string(value)
+  defp stringify!(value, _what) when is_float(value), do: Float.to_string(value)
+
+  defp stringify!(value, what),
+    do: raise(ArgumentError, "#{what} must be a string, atom or number, got: #{inspect(value)}")
+
+  defp boolean!(value, _option) when is_boolean(value), do: value
+
+  defp boolean!(value, option),
+    do: raise(ArgumentError, "#{inspect(option)} must be a boolean, got: #{inspect(value)}")
+
+  defp pos_integer!(value, _option) when is_integer(value) and value >= 1,
+    do: min(value, @u64_max)
+
+  defp pos_integer!(value, option),
+    do:
+      raise(
+        ArgumentError,
+        "#{inspect(option)} must be a positive integer, got: #{inspect(value)}"
+      )
+
+  # A path as given (string or charlist), validated as a string.
+  defp path!(path, what) when is_list(path) do
+    path!(List.to_string(path), what)
+  rescue
+    e in [ArgumentError, UnicodeConversionError] ->
+      reraise ArgumentError,
+              "#{what} must be a path, got: #{inspect(path)} (#{Exception.message(e)})",
+              __STACKTRACE__
+  end
+
+  defp path!(path, what) when is_binary(path) do
+    path = string!(path, what)
+    if path == "", do: raise(ArgumentError, "#{what} must not be empty")
+    path
+  end
+
+  defp path!(path, what),
+    do: raise(ArgumentError, "#{what} must be a path string, got: #{inspect(path)}")
+
+  defp absolute_path!(path, what) do
+    case path!(path, what) do
+      "/" <> _ = abs ->
+        abs
+
+      rel ->
+        raise ArgumentError,
+              "#{what} must be an absolute path (start with /), got: #{inspect(rel)}"
+    end
+  end
+
+  # Paths inside the sandbox: relative ones are rooted at `/`.
+  defp vfs_path!(path, what) do
+    case path!(path, what) do
+      "/" <> _ = abs -> abs
+      rel -> "/" <> rel
+    end
+  end
+
+  # -- individual options -----------------------------------------------------
+
+  defp env!(env) do
+    for {key, value} <- pairs!(env, :env) do
+      key = stringify!(key, ":env key")
+
+      if key == "" or String.contains?(key, "=") do
+        raise ArgumentError, ":env key must be a non-empty name without '=', got: #{inspect(key)}"
+      end
+
+      {key, stringify!(value, ":env value for #{key}")}
+    end
+  end
+
+  defp name!(value, option) do
+    value = string!(value, inspect(option))
+    if value == "", do: raise(ArgumentError, "#{inspect(option)} must not be empty")
+    value
+  end
+
+  defp files!(files) do
+    for {path, content} <- pairs!(files, :files) do
+      path = vfs_path!(path, ":files path")
+
+      content =
+        try do
+          IO.iodata_to_binary(content)
+        rescue
+          ArgumentError ->
+            raise ArgumentError,
+                  ":files content for #{path} must be iodata, got: #{inspect(content)}"
+        end
+
+      {path, content}
+    end
+  end
+
+  defp limits!(limits) do
+    given = pairs!(limits, :limits)
+
+    Enum.each(given, fn {key, value} ->
+      cond do
+        key not in @limit_keys ->
+          raise ArgumentError,
+                "unknown limit #{inspect(key)}; known limits: #{Enum.map_join(@limit_keys, ", ", &inspect/1)}"
+
+        not is_integer(value) or value < 0 ->
+          raise ArgumentError,
+                "limit #{inspect(key)} must be a non-negative integer, got: #{inspect(value)}"
+
+        key == :timeout_ms and value < 1 ->
+          raise ArgumentError, "limit :timeout_ms must be >= 1, got: #{inspect(value)}"
+
+        true ->
+          :ok
+      end
+    end)
+
+    # Past the platform maximum means "unlimited": clamp to u64.
+    Map.new(@limit_keys, fn key ->
+      case List.keyfind(given, key, 0) do
+        {^key, value} -> {key, min(value, @u64_max)}
+        nil -> {key, nil}
+      end
+    end)
+  end
+
+  defp mounts!(mounts) when is_list(mounts) do
+    Enum.map(mounts, fn
+      {vfs_path, host_path, mode} ->
+        vfs = absolute_path!(vfs_path, "mount vfs path")
+        host = absolute_path!(host_path, "mount host path for #{vfs}")
+
+        writable =
+          case mode do
+            :read_only ->
+              false
+
+            :read_write ->
+              true
+
+            other ->
+              raise ArgumentError,
+                    "mount #{vfs}: unknown mode #{inspect(other)} (expected :read_only or :read_write)"
+          end
+
+        %{vfs_path: vfs, host_path: host, writable: writable}
+
+      other ->
+        raise ArgumentError,
+              ":mounts entries must be {vfs_path, host_path, mode}, got: #{inspect(other)}"
+    end)
+  end
+
+  defp mounts!(other), do: raise(ArgumentError, ":mounts must be a list, got: #{inspect(other)}")
+
+  defp allowed_mount_paths!(nil), do: nil
+
+  defp allowed_mount_paths!(paths) when is_list(paths),
+    do: Enum.map(paths, &absolute_path!(&1, ":allowed_mount_paths entry"))
+
+  defp allowed_mount_paths!(other),
+    do:
+      raise(ArgumentError, ":allowed_mount_paths must be a list of paths, got: #{inspect(other)}")
+
+  defp allow_net!(nil), do: {nil, false}
+  defp allow_net!(:all), do: {nil, true}
+
+  defp allow_net!(patterns) when is_list(patterns) do
+    {Enum.map(patterns, &url_pattern!/1), false}
+  end
+
+  defp allow_net!(other),
+    do:
+      raise(
+        ArgumentError,
+        ":allow_net must be a list of URL patterns or :all, got: #{inspect(other)}"
+      )
+
+  defp url_pattern!(pattern) do
+    pattern = string!(pattern, ":allow_net pattern")
+
+    case URI.new(pattern) do
+      {:ok, %URI{scheme: scheme, host: host, userinfo: nil, query: nil, fragment: nil}}
+      when scheme in ["http", "https"] and is_binary(host) and host != "" ->
+        pattern
+
+      _ ->
+        raise ArgumentError,
+              ":allow_net pattern #{inspect(pattern)} is not a URL prefix like \"https://api.example.com/v1\" " <>
+                "(scheme http or https, a host, no credentials, query or fragment)"
+    end
+  end
+
+  defp builtins!(builtins) do
+    Map.new(pairs!(builtins, :builtins), fn {name, fun} ->
+      name = stringify!(name, ":builtins name")
+
+      unless name =~ ~r/\A[A-Za-z0-9_][A-Za-z0-9_.+-]*\z/ do
+        raise ArgumentError, ":builtins name #{inspect(name)} is not a valid command name"
+      end
+
+      unless is_function(fun, 1) do
+        raise ArgumentError, ":builtins #{name} must be a 1-arity function, got: #{inspect(fun)}"
+      end
+
+      {name, fun}
+    end)
+  end
+
+  defp virtual_fs!(mounts) do
+    Map.new(pairs!(mounts, :virtual_fs), fn {path, backend} ->
+      path = absolute_path!(path, ":virtual_fs mount path")
+
+      if path == "/" do
+        raise ArgumentError, ":virtual_fs cannot mount a backend at /"
+      end
+
+      {String.trim_trailing(path, "/"), backend!(path, backend)}
+    end)
+  end
+
+  defp backend!(_path, fun) when is_function(fun, 1), do: fun
+
+  defp backend!(path, {module, _arg} = backend) when is_atom(module) do
+    ensure_backend!(path, module)
+    backend
+  end
+
+  defp backend!(path, module) when is_atom(module) and not is_nil(module) do
+    ensure_backend!(path, module)
+    module
+  end
+
+  defp backend!(path, other) do
+    raise ArgumentError,
+          ":virtual_fs backend for #{path} must be a 1-arity function, a module implementing " <>
+            "ExBashkit.VirtualFs or {module, arg}, got: #{inspect(other)}"
+  end
+
+  defp ensure_backend!(path, module) do
+    unless Code.ensure_loaded?(module) and function_exported?(module, :handle, 2) do
+      raise ArgumentError,
+            ":virtual_fs backend for #{path}: #{inspect(module)} does not implement ExBashkit.VirtualFs"
+    end
+  end
+
+  defp python!(false), do: []
+  defp python!(true), do: ["python", "python3"]
+
+  defp python!(opts) when is_list(opts) do
+    names =
+      case to_keyword!(opts, ":python") do
+        [name: name] ->
+          [name]
+
+        [names: names] when is_list(names) and names != [] ->
+          names
+
+        other ->
+          raise ArgumentError,
+                ":python must be true, [name: name] or [names: [...]], got: #{inspect(other)}"
+      end
+
+    Enum.map(names, &name!(&1, :python))
+  end
+
+  defp python!(other),
+    do:
+      raise(ArgumentError, ":python must be a boolean or a keyword list, got: #{inspect(other)}")
+end

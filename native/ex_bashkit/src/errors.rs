@@ -1,0 +1,101 @@
+//! Turn `bashkit::Error` into the one-line messages Elixir callers see.
+//!
+//! The messages name the limit or the cause in words a person can act on
+//! (which `:limits` key to raise, where the parse failed).
+
+use bashkit::{Error, LimitExceeded};
+
+/// Describe an interpreter error for `{:error, message}`.
+pub fn describe(error: &Error) -> String {
+    match error {
+        Error::ResourceLimit(limit) => describe_limit(limit),
+        Error::Cancelled => "execution cancelled".to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn describe_limit(limit: &LimitExceeded) -> String {
+    let hint = match limit {
+        LimitExceeded::MaxCommands(_) => " (raise limits: [max_commands: ...])",
+        LimitExceeded::MaxLoopIterations(_) => " (raise limits: [max_loop_iterations: ...])",
+        LimitExceeded::MaxTotalLoopIterations(_) => {
+            " (raise limits: [max_total_loop_iterations: ...])"
+        }
+        LimitExceeded::MaxFunctionDepth(_) => {
+            " (infinite recursion? see limits: [max_function_depth: ...])"
+        }
+        LimitExceeded::Timeout(_) => " (see limits: [timeout_ms: ...])",
+        LimitExceeded::InputTooLarge(_, _) => " (see limits: [max_input_bytes: ...])",
+        LimitExceeded::SessionMaxCommands(_) => " (see limits: [max_total_commands: ...])",
+        LimitExceeded::SessionMaxExecCalls(_) => " (see limits: [max_exec_calls: ...])",
+        LimitExceeded::ExecutionBudget(bashkit::ExecutionBudgetExceeded::Deadline { .. }) => {
+            " (see limits: [timeout_ms: ...])"
+        }
+        _ => "",
+    };
+    format!("resource limit exceeded: {limit}{hint}")
+}
+
+/// Describe a filesystem error for the filesystem API (`read_file/2`, ...).
+pub fn describe_fs(path: &str, error: &Error) -> String {
+    let reason = match error {
+        Error::Io(io) => io_reason(io),
+        other => other.to_string(),
+    };
+    format!("{path}: {reason}")
+}
+
+fn io_reason(io: &std::io::Error) -> String {
+    use std::io::ErrorKind::*;
+    match io.kind() {
+        NotFound => "no such file or directory".to_string(),
+        PermissionDenied => "permission denied".to_string(),
+        AlreadyExists => "file exists".to_string(),
+        _ => {
+            let text = io.to_string();
+            // bashkit's io errors are mostly custom ("parent directory not
+            // found", "is a directory"): keep their words, lower-cased start.
+            let mut chars = text.chars();
+            match chars.next() {
+                Some(first) => first.to_lowercase().chain(chars).collect(),
+                None => "i/o error".to_string(),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn limits_name_the_option_to_raise() {
+        let msg = describe(&Error::ResourceLimit(LimitExceeded::MaxCommands(5)));
+        assert!(msg.contains("maximum command count exceeded (5)"), "{msg}");
+        assert!(msg.contains("max_commands"), "{msg}");
+        let msg = describe(&Error::ResourceLimit(LimitExceeded::Timeout(
+            Duration::from_millis(20),
+        )));
+        assert!(msg.contains("timeout"), "{msg}");
+        assert!(msg.contains("timeout_ms"), "{msg}");
+    }
+
+    #[test]
+    fn parse_errors_keep_position() {
+        let msg = describe(&Error::Parse {
+            message: "unexpected token".into(),
+            line: 2,
+            column: 3,
+        });
+        assert_eq!(msg, "parse error at line 2, column 3: unexpected token");
+    }
+
+    #[test]
+    fn fs_errors_name_the_path() {
+        let err = Error::Io(std::io::Error::from(std::io::ErrorKind::NotFound));
+        assert_eq!(describe_fs("/x", &err), "/x: no such file or directory");
+        let err = Error::Io(std::io::Error::other("Is a directory"));
+        assert_eq!(describe_fs("/d", &err), "/d: is a directory");
+    }
+}

@@ -1,0 +1,163 @@
+//! ExBashkit's NIF boundary: one thin function per Elixir-facing operation.
+//!
+//! Each NIF decodes its arguments, delegates to the module of its concern
+//! and encodes the answer; none runs a script on a BEAM scheduler thread.
+//! Every body is wrapped in `guard::catch`, so a panic becomes
+//! `{:error, message}` instead of reaching the VM.
+//!
+//! Modules: `runtime` (interpreter threads), `session` (the resource and
+//! exec), `options` (option term to `Bash`), `fs_api` (filesystem API),
+//! `reply` (messages to Elixir), `errors` (messages), `guard` (panics).
+
+mod errors;
+mod fs_api;
+mod guard;
+mod options;
+mod reply;
+mod runtime;
+mod session;
+
+use rustler::{Binary, Encoder, Env, LocalPid, ResourceArc, Term};
+
+use options::SessionConfig;
+use reply::ReplyTo;
+use session::{ExecCallOptions, SessionResource};
+
+rustler::atoms! {
+    ok,
+    error,
+    worker_threads,
+    stack_size,
+}
+
+type Session = ResourceArc<SessionResource>;
+
+/// `{:ok, value}` / `{:error, message}` for the caller, with a panic turned
+/// into an error.
+fn answer<'a, T: Encoder>(env: Env<'a>, body: impl FnOnce() -> Result<T, String>) -> Term<'a> {
+    match guard::catch(body) {
+        Ok(Ok(value)) => (ok(), value).encode(env),
+        Ok(Err(message)) => (error(), message).encode(env),
+        Err(panic) => (error(), format!("internal error: {panic}")).encode(env),
+    }
+}
+
+/// `:ok` / `{:error, message}`.
+fn answer_unit<'a>(env: Env<'a>, body: impl FnOnce() -> Result<(), String>) -> Term<'a> {
+    match guard::catch(body) {
+        Ok(Ok(())) => ok().encode(env),
+        Ok(Err(message)) => (error(), message).encode(env),
+        Err(panic) => (error(), format!("internal error: {panic}")).encode(env),
+    }
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn session_new(env: Env, config: SessionConfig) -> Term {
+    answer(env, || SessionResource::new(&config).map(ResourceArc::new))
+}
+
+#[rustler::nif]
+fn session_exec<'a>(
+    env: Env<'a>,
+    session: Session,
+    script: String,
+    call: ExecCallOptions,
+    pid: LocalPid,
+    reference: Term<'a>,
+) -> Term<'a> {
+    answer_unit(env, || {
+        session::exec(session, script, call, ReplyTo::new(pid, reference));
+        Ok(())
+    })
+}
+
+#[rustler::nif]
+fn exec_once<'a>(env: Env<'a>, script: String, pid: LocalPid, reference: Term<'a>) -> Term<'a> {
+    answer_unit(env, || {
+        session::exec_once(script, ReplyTo::new(pid, reference));
+        Ok(())
+    })
+}
+
+#[rustler::nif]
+fn live_sessions() -> u64 {
+    session::live_sessions()
+}
+
+/// `{id, running?, cwd | nil}` for `inspect/2`.
+#[rustler::nif]
+fn session_info(env: Env, session: Session) -> Term {
+    let cwd = session.try_cwd();
+    (session.id, session.is_running(), cwd).encode(env)
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn fs_read<'a>(env: Env<'a>, session: Session, path: String) -> Term<'a> {
+    match guard::catch(|| fs_api::read(&session.fs(), &path)) {
+        Ok(Ok(bytes)) => (ok(), reply::binary(env, &bytes)).encode(env),
+        Ok(Err(message)) => (error(), message).encode(env),
+        Err(panic) => (error(), format!("internal error: {panic}")).encode(env),
+    }
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn fs_write<'a>(env: Env<'a>, session: Session, path: String, content: Binary<'a>) -> Term<'a> {
+    answer_unit(env, || {
+        fs_api::write(&session.fs(), &path, content.as_slice())
+    })
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn fs_list(env: Env, session: Session, path: String) -> Term {
+    answer(env, || {
+        let entries = fs_api::list(&session.fs(), &path)?;
+        Ok(entries
+            .into_iter()
+            .map(|(name, kind)| (name, rustler::Atom::from_str(env, kind).expect("atom")))
+            .collect::<Vec<_>>())
+    })
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn fs_mkdir(env: Env, session: Session, path: String, parents: bool) -> Term {
+    answer_unit(env, || fs_api::mkdir(&session.fs(), &path, parents))
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn fs_remove(env: Env, session: Session, path: String, recursive: bool) -> Term {
+    answer_unit(env, || fs_api::remove(&session.fs(), &path, recursive))
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn fs_rename(env: Env, session: Session, from: String, to: String) -> Term {
+    answer_unit(env, || fs_api::rename(&session.fs(), &from, &to))
+}
+
+/// `{:ok, {type, size}}` / `{:error, message}`.
+#[rustler::nif(schedule = "DirtyIo")]
+fn fs_stat(env: Env, session: Session, path: String) -> Term {
+    answer(env, || {
+        let (kind, size) = fs_api::stat(&session.fs(), &path)?;
+        Ok((rustler::Atom::from_str(env, kind).expect("atom"), size))
+    })
+}
+
+/// Read `[worker_threads: n, stack_size: bytes]` (either may be absent).
+fn load(_env: Env, info: Term) -> bool {
+    guard::install_panic_hook();
+    let mut config = runtime::RuntimeConfig::default();
+    if let Ok(pairs) = info.decode::<Vec<(rustler::Atom, u64)>>() {
+        for (key, value) in pairs {
+            let value = usize::try_from(value).unwrap_or(usize::MAX);
+            if key == worker_threads() && value > 0 {
+                config.worker_threads = value;
+            } else if key == stack_size() && value >= 1024 * 1024 {
+                config.stack_size = value;
+            }
+        }
+    }
+    runtime::configure(config);
+    true
+}
+
+rustler::init!("Elixir.ExBashkit.Native", load = load);

@@ -1,0 +1,205 @@
+//! Decode the option term that `ExBashkit.Session.Options` produced and turn
+//! it into a configured `bashkit::Bash`.
+//!
+//! Elixir validates shape and types (unknown keys, wrong types, negative
+//! counts); this side trusts the shape but not the content: a path or a
+//! pattern may still be refused here, and that comes back as `Err(message)`.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bashkit::{Bash, ExecutionLimits, FileSystem, NetworkAllowlist, SessionLimits};
+use rustler::{Decoder, NifMap, NifResult, Term};
+
+/// An Elixir binary copied into Rust memory.
+#[derive(Debug, Clone, Default)]
+pub struct Bytes(pub Vec<u8>);
+
+impl<'a> Decoder<'a> for Bytes {
+    fn decode(term: Term<'a>) -> NifResult<Self> {
+        Ok(Bytes(term.decode_as_binary()?.as_slice().to_vec()))
+    }
+}
+
+// NifMap derives both directions; encoding is never used on the hot path.
+impl rustler::Encoder for Bytes {
+    fn encode<'a>(&self, env: rustler::Env<'a>) -> Term<'a> {
+        crate::reply::binary(env, &self.0)
+    }
+}
+
+/// Resource limits; `None` keeps bashkit's default. Elixir clamps values past
+/// `u64::MAX` ("unlimited"), so conversions here saturate.
+#[derive(Debug, Clone, Default, NifMap)]
+pub struct Limits {
+    pub max_commands: Option<u64>,
+    pub max_loop_iterations: Option<u64>,
+    pub max_total_loop_iterations: Option<u64>,
+    pub max_function_depth: Option<u64>,
+    pub max_input_bytes: Option<u64>,
+    pub timeout_ms: Option<u64>,
+    pub max_stdout_bytes: Option<u64>,
+    pub max_stderr_bytes: Option<u64>,
+    pub max_total_commands: Option<u64>,
+    pub max_exec_calls: Option<u64>,
+}
+
+/// One host directory mount.
+#[derive(Debug, Clone, NifMap)]
+pub struct MountSpec {
+    pub vfs_path: String,
+    pub host_path: String,
+    pub writable: bool,
+}
+
+/// Everything `new/1` configures, as validated by Elixir.
+#[derive(Debug, Clone, NifMap)]
+pub struct SessionConfig {
+    pub env: Vec<(String, String)>,
+    pub cwd: String,
+    pub username: String,
+    pub hostname: String,
+    pub files: Vec<(String, Bytes)>,
+    pub limits: Limits,
+    pub mounts: Vec<MountSpec>,
+    pub allowed_mount_paths: Option<Vec<String>>,
+    /// `None`: no network. `Some([])` is never produced; `:all` arrives as
+    /// `allow_all_net: true`.
+    pub allow_net: Option<Vec<String>>,
+    pub allow_all_net: bool,
+    pub block_private_ips: bool,
+    pub builtins: Vec<String>,
+    pub virtual_fs: Vec<String>,
+    pub callback_timeout_ms: u64,
+    pub python: Vec<String>,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            env: Vec::new(),
+            cwd: "/".into(),
+            username: "sandbox".into(),
+            hostname: "bashkit-sandbox".into(),
+            files: Vec::new(),
+            limits: Limits::default(),
+            mounts: Vec::new(),
+            allowed_mount_paths: None,
+            allow_net: None,
+            allow_all_net: false,
+            block_private_ips: true,
+            builtins: Vec::new(),
+            virtual_fs: Vec::new(),
+            callback_timeout_ms: 30_000,
+            python: Vec::new(),
+        }
+    }
+}
+
+fn to_usize(value: u64) -> usize {
+    usize::try_from(value).unwrap_or(usize::MAX)
+}
+
+/// bashkit's execution limits with the user's overrides applied.
+pub fn execution_limits(limits: &Limits) -> ExecutionLimits {
+    let mut out = ExecutionLimits::new();
+    if let Some(v) = limits.max_commands {
+        out = out.max_commands(to_usize(v));
+    }
+    if let Some(v) = limits.max_loop_iterations {
+        out = out.max_loop_iterations(to_usize(v));
+    }
+    if let Some(v) = limits.max_total_loop_iterations {
+        out = out.max_total_loop_iterations(to_usize(v));
+    }
+    if let Some(v) = limits.max_function_depth {
+        out = out.max_function_depth(to_usize(v));
+    }
+    if let Some(v) = limits.max_input_bytes {
+        out = out.max_input_bytes(to_usize(v));
+    }
+    if let Some(v) = limits.timeout_ms {
+        out = out.timeout(Duration::from_millis(v));
+    }
+    if let Some(v) = limits.max_stdout_bytes {
+        out = out.max_stdout_bytes(to_usize(v));
+    }
+    if let Some(v) = limits.max_stderr_bytes {
+        out = out.max_stderr_bytes(to_usize(v));
+    }
+    out
+}
+
+/// Cumulative limits across every exec of one session. Unset means
+/// unlimited: bashkit's default of 1000 exec calls would otherwise break a
+/// long-lived session without warning.
+pub fn session_limits(limits: &Limits) -> SessionLimits {
+    SessionLimits::new()
+        .max_total_commands(limits.max_total_commands.unwrap_or(u64::MAX))
+        .max_exec_calls(limits.max_exec_calls.unwrap_or(u64::MAX))
+}
+
+fn network(config: &SessionConfig) -> Option<NetworkAllowlist> {
+    if config.allow_all_net {
+        return Some(NetworkAllowlist::allow_all().block_private_ips(config.block_private_ips));
+    }
+    let patterns = config.allow_net.as_ref()?;
+    let mut allowlist = NetworkAllowlist::new().block_private_ips(config.block_private_ips);
+    for pattern in patterns {
+        allowlist = allowlist.allow(pattern.as_str());
+    }
+    Some(allowlist)
+}
+
+/// Build the interpreter `config` describes, with its files seeded.
+pub fn build_bash(config: &SessionConfig) -> Result<Bash, String> {
+    let mut builder = Bash::builder()
+        .cwd(&config.cwd)
+        .username(&config.username)
+        .hostname(&config.hostname)
+        .limits(execution_limits(&config.limits))
+        .session_limits(session_limits(&config.limits));
+    for (key, value) in &config.env {
+        builder = builder.env(key, value);
+    }
+    if let Some(allowlist) = network(config) {
+        builder = builder.network(allowlist);
+    }
+    let mut bash = builder.build();
+    enable_alias_expansion(&mut bash);
+    seed_files(&bash.fs(), config)?;
+    Ok(bash)
+}
+
+/// A session behaves like an interactive shell, where aliases defined by one
+/// command expand in the next (`shopt -s expand_aliases`); bashkit keeps the
+/// shopt as a shell variable.
+fn enable_alias_expansion(bash: &mut Bash) {
+    let mut state = bash.shell_state();
+    state
+        .variables
+        .insert("SHOPT_expand_aliases".to_string(), "1".to_string());
+    bash.restore_shell_state(&state);
+}
+
+fn seed_files(fs: &Arc<dyn FileSystem>, config: &SessionConfig) -> Result<(), String> {
+    if config.files.is_empty() && config.cwd == "/" {
+        return Ok(());
+    }
+    crate::runtime::block_on(async {
+        for (path, Bytes(content)) in &config.files {
+            crate::fs_api::write_creating_parents(fs, path, content)
+                .await
+                .map_err(|e| format!("cannot write :files entry {path}: {e}"))?;
+        }
+        // A cwd the session starts in must exist, or the first `ls` fails.
+        let cwd = Path::new(&config.cwd);
+        if !fs.exists(cwd).await.unwrap_or(false) {
+            fs.mkdir(cwd, true)
+                .await
+                .map_err(|e| format!("cannot create :cwd {}: {e}", config.cwd))?;
+        }
+        Ok(())
+    })
+}

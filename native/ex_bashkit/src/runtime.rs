@@ -1,0 +1,73 @@
+//! The tokio runtime that every interpreter runs on, created once per VM.
+//!
+//! Why our own threads instead of BEAM dirty schedulers: the interpreter
+//! recurses deeply (a dirty scheduler's small stack overflows and takes the
+//! VM down), and a script that waits for an Elixir back-call must not hold a
+//! scheduler thread while it waits (nested execs would starve the bounded
+//! dirty pool). A NIF therefore only *submits* work here and returns; the
+//! result comes back to the caller as a message.
+//!
+//! The runtime lives in a `static` and is never dropped: dropping a tokio
+//! runtime during VM teardown is a known source of exit-time crashes.
+
+use std::future::Future;
+use std::sync::OnceLock;
+
+use tokio::runtime::{Builder, Runtime};
+
+/// Settings read once from the application environment at load time.
+#[derive(Debug, Clone, Copy)]
+pub struct RuntimeConfig {
+    /// Interpreter worker threads.
+    pub worker_threads: usize,
+    /// Stack size of every interpreter thread, in bytes. The interpreter's
+    /// recursion (functions, subshells, substitutions) needs far more than a
+    /// scheduler thread offers; the memory is reserved, not committed.
+    pub stack_size: usize,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Self {
+            worker_threads: cores.max(2),
+            stack_size: 64 * 1024 * 1024,
+        }
+    }
+}
+
+static CONFIG: OnceLock<RuntimeConfig> = OnceLock::new();
+static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+
+/// Record the configuration; the runtime itself starts lazily on first use.
+pub fn configure(config: RuntimeConfig) {
+    let _ = CONFIG.set(config);
+}
+
+/// The shared runtime, started on first use.
+pub fn runtime() -> &'static Runtime {
+    RUNTIME.get_or_init(|| {
+        let config = CONFIG.get().copied().unwrap_or_default();
+        Builder::new_multi_thread()
+            .worker_threads(config.worker_threads)
+            .thread_stack_size(config.stack_size)
+            .thread_name("ex_bashkit")
+            .enable_all()
+            .build()
+            .expect("ex_bashkit: cannot start the interpreter runtime")
+    })
+}
+
+/// Run `future` on an interpreter thread, detached.
+pub fn spawn<F>(future: F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    drop(runtime().spawn(future));
+}
+
+/// Drive `future` to completion on the calling thread (used by the short,
+/// synchronous filesystem NIFs, which run on dirty IO schedulers).
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    runtime().block_on(future)
+}

@@ -1,0 +1,50 @@
+defmodule ExBashkitTest do
+  use ExUnit.Case, async: true
+  doctest ExBashkit
+
+  alias ExBashkit.Result
+
+  test "each call gets a fresh interpreter" do
+    assert {:ok, %Result{exit_code: 0}} = ExBashkit.exec("export X=1; echo hi > /f; f() { :; }")
+    assert {:ok, %Result{stdout: "<>\n"}} = ExBashkit.exec("echo \"<$X>\"")
+    assert {:ok, %Result{exit_code: 1}} = ExBashkit.exec("test -e /f")
+    assert {:ok, %Result{exit_code: 127}} = ExBashkit.exec("f")
+  end
+
+  test "defaults match a session's: cwd /, user sandbox, host bashkit-sandbox" do
+    assert {:ok, %Result{stdout: "/\nsandbox\nbashkit-sandbox\n"}} =
+             ExBashkit.exec("pwd; whoami; hostname")
+  end
+
+  test "stdout and stderr are separate and binary-safe" do
+    assert {:ok, %Result{stdout: <<0, 255>>, stderr: "oops\n", exit_code: 2}} =
+             ExBashkit.exec("printf '\\000\\377'; echo oops >&2; exit 2")
+  end
+
+  test "a parse error is {:error, message}" do
+    assert {:error, "parse error" <> _} = ExBashkit.exec("echo $(")
+  end
+
+  test "a limit exceeded is {:error, message} naming the limit" do
+    assert {:error, message} = ExBashkit.exec("f() { f; }; f")
+    assert message =~ "maximum function depth exceeded"
+  end
+
+  test "a script that is not valid UTF-8 is an error, not a crash" do
+    assert {:error, "script is not valid UTF-8"} = ExBashkit.exec(<<"echo ", 0xFF>>)
+  end
+
+  test "a non-binary script is a programmer error" do
+    assert_raise FunctionClauseError, fn -> ExBashkit.exec(:echo) end
+    assert_raise FunctionClauseError, fn -> ExBashkit.exec(~c"echo hi") end
+  end
+
+  test "runs in parallel from many processes" do
+    results =
+      1..50
+      |> Task.async_stream(fn i -> ExBashkit.exec("echo #{i}") end, max_concurrency: 50)
+      |> Enum.map(fn {:ok, {:ok, r}} -> r.stdout end)
+
+    assert results == Enum.map(1..50, &"#{&1}\n")
+  end
+end

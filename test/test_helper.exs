@@ -1,0 +1,2 @@
+# Heavy runs (stress, repeats, soak) are opt-in: `mix test --only heavy`.
+ExUnit.start(exclude: [:heavy])

@@ -43,7 +43,7 @@ defmodule ExBashkit do
       ref = make_ref()
 
       case Native.exec_once(script, self(), ref) do
-        :ok -> Callbacks.await(ref)
+        :ok -> Callbacks.await(ref, Callbacks.no_callbacks())
         {:error, _} = error -> error
       end
     end

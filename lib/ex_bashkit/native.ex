@@ -29,6 +29,7 @@ defmodule ExBashkit.Native do
   def exec_once(_script, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def session_info(_session), do: :erlang.nif_error(:nif_not_loaded)
   def live_sessions, do: :erlang.nif_error(:nif_not_loaded)
+  def callback_reply(_call_id, _answer), do: :erlang.nif_error(:nif_not_loaded)
   def fs_read(_session, _path), do: :erlang.nif_error(:nif_not_loaded)
   def fs_write(_session, _path, _content), do: :erlang.nif_error(:nif_not_loaded)
   def fs_list(_session, _path), do: :erlang.nif_error(:nif_not_loaded)

@@ -211,16 +211,38 @@ defmodule ExBashkit.Session do
       "SHOUT\\n"
   """
   @spec exec(t(), String.t(), [exec_option()]) :: {:ok, Result.t()} | {:error, String.t()}
-  def exec(%__MODULE__{resource: resource}, script, opts \\ [])
+  def exec(%__MODULE__{resource: resource} = session, script, opts \\ [])
       when is_binary(script) and is_list(opts) do
     with {:ok, call} <- exec_options(opts),
-         :ok <- check_script(script) do
+         :ok <- check_script(script),
+         :ok <- check_not_reentrant(resource) do
       ref = make_ref()
 
       case Native.session_exec(resource, script, call, self(), ref) do
-        :ok -> Callbacks.await(ref)
+        :ok -> Callbacks.await(ref, callback_context(session))
         {:error, _} = error -> error
       end
+    end
+  end
+
+  defp callback_context(session) do
+    %{
+      resource: session.resource,
+      builtins: session.builtins,
+      virtual_fs: session.virtual_fs,
+      timeout: session.callback_timeout_ms
+    }
+  end
+
+  # A builtin (or backend) of this session's running script calling exec on
+  # the same session would wait forever for the lock its caller holds.
+  defp check_not_reentrant(resource) do
+    if Callbacks.reentrant?(resource) do
+      {:error,
+       "re-entrant exec: this session is running the script whose builtin or virtual_fs " <>
+         "backend made this call; exec on another session instead"}
+    else
+      :ok
     end
   end
 

@@ -7,8 +7,13 @@
 //!
 //! Modules: `runtime` (interpreter threads), `session` (the resource and
 //! exec), `options` (option term to `Bash`), `fs_api` (filesystem API),
+//! `callbacks` (back-calls into Elixir) with `builtins` and `vfs` on top,
 //! `reply` (messages to Elixir), `errors` (messages), `guard` (panics).
 
+mod builtins;
+mod callbacks;
+#[cfg(test)]
+mod enif_stubs;
 mod errors;
 mod fs_api;
 mod guard;
@@ -16,6 +21,7 @@ mod options;
 mod reply;
 mod runtime;
 mod session;
+mod vfs;
 
 use rustler::{Binary, Encoder, Env, LocalPid, ResourceArc, Term};
 
@@ -140,6 +146,19 @@ fn fs_stat(env: Env, session: Session, path: String) -> Term {
         let (kind, size) = fs_api::stat(&session.fs(), &path)?;
         Ok((rustler::Atom::from_str(env, kind).expect("atom"), size))
     })
+}
+
+/// Answer back-call `call_id` with a term Elixir already normalized (see
+/// `callbacks::decode_answer`). `true` if someone was still waiting.
+#[rustler::nif]
+fn callback_reply(call_id: u64, answer: Term) -> bool {
+    guard::catch(|| {
+        let answer = callbacks::decode_answer(answer).unwrap_or_else(|| {
+            callbacks::Answer::Failed("malformed answer from ExBashkit.Callbacks".into())
+        });
+        callbacks::reply(call_id, answer)
+    })
+    .unwrap_or(false)
 }
 
 /// Read `[worker_threads: n, stack_size: bytes]` (either may be absent).

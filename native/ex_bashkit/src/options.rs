@@ -12,6 +12,10 @@ use std::time::Duration;
 use bashkit::{Bash, ExecutionLimits, FileSystem, NetworkAllowlist, SessionLimits};
 use rustler::{Decoder, NifMap, NifResult, Term};
 
+use crate::builtins::ElixirBuiltin;
+use crate::callbacks::CallbackChannel;
+use crate::vfs::ElixirFs;
+
 /// An Elixir binary copied into Rust memory.
 #[derive(Debug, Clone, Default)]
 pub struct Bytes(pub Vec<u8>);
@@ -152,8 +156,17 @@ fn network(config: &SessionConfig) -> Option<NetworkAllowlist> {
     Some(allowlist)
 }
 
+/// An interpreter and, when it has builtins or virtual_fs mounts, the
+/// channel their back-calls go through.
+pub struct Built {
+    pub bash: Bash,
+    pub channel: Option<Arc<CallbackChannel>>,
+}
+
 /// Build the interpreter `config` describes, with its files seeded.
-pub fn build_bash(config: &SessionConfig) -> Result<Bash, String> {
+pub fn build_bash(config: &SessionConfig) -> Result<Built, String> {
+    let channel = (!config.builtins.is_empty() || !config.virtual_fs.is_empty())
+        .then(|| CallbackChannel::new(Duration::from_millis(config.callback_timeout_ms)));
     let mut builder = Bash::builder()
         .cwd(&config.cwd)
         .username(&config.username)
@@ -166,10 +179,23 @@ pub fn build_bash(config: &SessionConfig) -> Result<Bash, String> {
     if let Some(allowlist) = network(config) {
         builder = builder.network(allowlist);
     }
+    if let Some(channel) = &channel {
+        for name in &config.builtins {
+            let builtin = ElixirBuiltin::new(name.clone(), Arc::clone(channel));
+            builder = builder.builtin(name, Box::new(builtin));
+        }
+    }
     let mut bash = builder.build();
     enable_alias_expansion(&mut bash);
     seed_files(&bash.fs(), config)?;
-    Ok(bash)
+    if let Some(channel) = &channel {
+        for mount in &config.virtual_fs {
+            let backend = ElixirFs::new(mount.clone(), Arc::clone(channel));
+            bash.mount(mount, Arc::new(backend))
+                .map_err(|e| format!("cannot mount :virtual_fs at {mount}: {e}"))?;
+        }
+    }
+    Ok(Built { bash, channel })
 }
 
 /// A session behaves like an interactive shell, where aliases defined by one

@@ -13,8 +13,9 @@ use bashkit::{Bash, ExecOptions, ExecResult, FileSystem};
 use parking_lot::RwLock;
 use rustler::{Encoder, Env, NifMap, ResourceArc, Term};
 
+use crate::callbacks::CallbackChannel;
 use crate::errors;
-use crate::options::{self, Bytes, SessionConfig};
+use crate::options::{self, Built, Bytes, SessionConfig};
 use crate::reply::{self, ErrorMessage, Payload, ReplyTo};
 use crate::{guard, runtime};
 
@@ -38,6 +39,8 @@ pub struct SessionResource {
     /// The interpreter's cancellation token (see `cancel`).
     cancel: RwLock<Arc<AtomicBool>>,
     running: AtomicBool,
+    /// Route of builtin / virtual_fs back-calls, when the session has any.
+    channel: Option<Arc<CallbackChannel>>,
 }
 
 // The resource is only touched through its locks and atomics, so a panic
@@ -57,7 +60,7 @@ impl Drop for SessionResource {
 impl SessionResource {
     /// Build a session from a validated configuration.
     pub fn new(config: &SessionConfig) -> Result<Self, String> {
-        let bash = options::build_bash(config)?;
+        let Built { bash, channel } = options::build_bash(config)?;
         LIVE.fetch_add(1, Ordering::Relaxed);
         Ok(Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -65,6 +68,7 @@ impl SessionResource {
             cancel: RwLock::new(bash.cancellation_token()),
             bash: tokio::sync::Mutex::new(bash),
             running: AtomicBool::new(false),
+            channel,
         })
     }
 
@@ -115,12 +119,14 @@ pub fn exec(
     call: ExecCallOptions,
     reply: ReplyTo,
 ) {
+    let caller = reply.caller();
     runtime::spawn(async move {
         let outcome = guard::catch_future(async {
             let mut bash = session.bash.lock().await;
             session.cancel.read().store(false, Ordering::SeqCst);
             session.running.store(true, Ordering::Release);
             let _running = RunningGuard(&session.running);
+            let _attached = session.channel.as_ref().map(|c| c.attach(caller));
             bash.exec_with_options(&script, bashkit_options(call)).await
         })
         .await;
@@ -133,7 +139,7 @@ pub fn exec_once(script: String, reply: ReplyTo) {
     runtime::spawn(async move {
         let outcome = guard::catch_future(async {
             let mut bash = match options::build_bash(&SessionConfig::default()) {
-                Ok(bash) => bash,
+                Ok(built) => built.bash,
                 Err(message) => return Err(bashkit::Error::Execution(message)),
             };
             bash.exec(&script).await

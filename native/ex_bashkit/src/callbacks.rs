@@ -1,0 +1,277 @@
+//! The Rust side of back-calls: a running script asking Elixir to do
+//! something (a custom builtin, a `virtual_fs` operation) and waiting for
+//! the answer.
+//!
+//! # Protocol
+//!
+//! 1. A builtin or virtual-fs operation calls [`CallbackChannel::call`]. It
+//!    allocates a call id, parks a oneshot sender under that id in
+//!    [`PENDING`], and sends the process that is running the exec:
+//!
+//!    `{:ex_bashkit_callback, exec_ref, call_id, request}`
+//!
+//!    where `request` is `{:builtin, name, args, stdin, env}` or
+//!    `{:vfs, mount, op, path, extra}` (see `builtins.rs`, `vfs.rs`).
+//! 2. That process runs the request in a fresh, unlinked process (Elixir's
+//!    `ExBashkit.Callbacks`), which answers through the `callback_reply` NIF
+//!    with an already-normalized term; [`reply`] hands it to the waiter.
+//! 3. The waiter gives up after the session's `builtin_timeout_ms`: the
+//!    command fails (exit 124 for a builtin, `ETIMEDOUT` for a file
+//!    operation). A late answer finds no entry in `PENDING` and is dropped.
+//!
+//! Waiting is an `await` on the oneshot: the interpreter thread is free to
+//! run other sessions meanwhile, so a builtin that itself execs another
+//! session (which needs a thread) cannot starve the pool. This is why
+//! scripts run on our runtime and not on dirty schedulers.
+//!
+//! A channel has a target only while an exec runs. With no target (an idle
+//! session, or a filesystem-API call made from a BEAM thread) a back-call
+//! fails at once instead of sending a message nobody will answer.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use rustler::{Encoder, Env, Term};
+use tokio::sync::oneshot;
+
+use crate::reply::{Payload, SharedCaller};
+
+rustler::atoms! {
+    ex_bashkit_callback,
+}
+
+/// What Elixir answered, already validated and normalized there.
+#[derive(Debug)]
+pub enum Answer {
+    /// A builtin's outcome.
+    Command {
+        stdout: Vec<u8>,
+        stderr: Vec<u8>,
+        exit_code: i32,
+    },
+    /// A virtual-fs operation succeeded with nothing to return.
+    Done,
+    /// File contents.
+    Data(Vec<u8>),
+    /// A directory listing: `(name, kind)` with kind `file|dir|symlink`.
+    Entries(Vec<(String, String)>),
+    /// `stat`: kind and size.
+    Stat(String, u64),
+    /// A virtual-fs failure: an errno-style name (`enoent`, ...) or a message.
+    Failed(String),
+}
+
+/// Why a back-call produced no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallError {
+    /// No exec is running, or the call came from a BEAM thread.
+    NoTarget,
+    /// The caller process is gone.
+    CallerGone,
+    /// No answer within the timeout.
+    Timeout(Duration),
+}
+
+/// The most bytes one answer may carry: bashkit's default maximum file size.
+/// File contents beyond it are refused (`EFBIG`); builtin output beyond it is
+/// cut (bashkit caps a script's output at 1 MiB anyway).
+pub const MAX_ANSWER_BYTES: usize = 10_000_000;
+
+static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
+static PENDING: LazyLock<Mutex<HashMap<u64, oneshot::Sender<Answer>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Hand `answer` to the back-call waiting under `call_id`. Returns false when
+/// nobody waits any more (timed out, or the exec ended).
+pub fn reply(call_id: u64, answer: Answer) -> bool {
+    match PENDING.lock().remove(&call_id) {
+        Some(sender) => sender.send(answer).is_ok(),
+        None => false,
+    }
+}
+
+/// Removes the pending entry however the wait ends (answer, timeout, or the
+/// future being dropped because the exec was cancelled).
+struct PendingGuard(u64);
+
+impl Drop for PendingGuard {
+    fn drop(&mut self) {
+        PENDING.lock().remove(&self.0);
+    }
+}
+
+/// A request as sent to Elixir.
+pub trait Request: Send + Sync {
+    fn encode<'a>(&self, env: Env<'a>) -> Term<'a>;
+}
+
+struct CallbackMessage<'r> {
+    call_id: u64,
+    request: &'r dyn Request,
+}
+
+impl Payload for CallbackMessage<'_> {
+    fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
+        (self.call_id, self.request.encode(env)).encode(env)
+    }
+}
+
+/// One session's route to Elixir, shared by its builtins and backends.
+pub struct CallbackChannel {
+    target: Mutex<Option<SharedCaller>>,
+    timeout: Duration,
+}
+
+impl CallbackChannel {
+    pub fn new(timeout: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            target: Mutex::new(None),
+            timeout,
+        })
+    }
+
+    /// Route back-calls to `caller` until the returned guard is dropped.
+    pub fn attach(self: &Arc<Self>, caller: SharedCaller) -> AttachGuard {
+        *self.target.lock() = Some(caller);
+        AttachGuard(Arc::clone(self))
+    }
+
+    /// Ask Elixir to handle `request`; wait for the answer or the timeout.
+    pub async fn call(&self, request: &dyn Request) -> Result<Answer, CallError> {
+        if on_beam_thread() {
+            return Err(CallError::NoTarget);
+        }
+        let caller = self.target.lock().clone().ok_or(CallError::NoTarget)?;
+        let call_id = NEXT_CALL.fetch_add(1, Ordering::Relaxed);
+        let (sender, receiver) = oneshot::channel();
+        PENDING.lock().insert(call_id, sender);
+        let _pending = PendingGuard(call_id);
+
+        let message = CallbackMessage { call_id, request };
+        let delivered = caller.lock().send(ex_bashkit_callback(), &message);
+        if !delivered {
+            return Err(CallError::CallerGone);
+        }
+        match tokio::time::timeout(self.timeout, receiver).await {
+            Ok(Ok(answer)) => Ok(answer),
+            // The sender vanished without an answer: only the guard of a
+            // concurrent call can do that; treat it as the caller going away.
+            Ok(Err(_)) => Err(CallError::CallerGone),
+            Err(_) => Err(CallError::Timeout(self.timeout)),
+        }
+    }
+}
+
+/// A BEAM thread (a filesystem-API NIF) can neither send our messages nor
+/// afford to wait for Elixir.
+#[cfg(not(test))]
+fn on_beam_thread() -> bool {
+    rustler::thread::is_scheduler_thread()
+}
+
+#[cfg(test)]
+fn on_beam_thread() -> bool {
+    false
+}
+
+/// Detaches the channel from its caller when the exec ends.
+pub struct AttachGuard(Arc<CallbackChannel>);
+
+impl Drop for AttachGuard {
+    fn drop(&mut self) {
+        *self.0.target.lock() = None;
+    }
+}
+
+/// Decode the normalized answer term Elixir passes to `callback_reply`:
+/// `{:command, stdout, stderr, code}`, `:done`, `{:data, bin}`,
+/// `{:entries, [{name, kind}]}`, `{:stat, kind, size}`, `{:failed, reason}`.
+pub fn decode_answer(term: Term) -> Option<Answer> {
+    if let Ok(atom) = term.decode::<rustler::Atom>() {
+        return (atom == atoms::done()).then_some(Answer::Done);
+    }
+    let tuple = rustler::types::tuple::get_tuple(term).ok()?;
+    let tag: rustler::Atom = tuple.first()?.decode().ok()?;
+    // Capped before copying: a backend answering 100 MB must not make us
+    // allocate 100 MB on a scheduler thread.
+    let bytes = |t: &Term| -> Option<Vec<u8>> {
+        let binary = t.decode_as_binary().ok()?;
+        let len = binary.len().min(MAX_ANSWER_BYTES);
+        Some(binary.as_slice()[..len].to_vec())
+    };
+    let too_big = |t: &Term| {
+        t.decode_as_binary()
+            .is_ok_and(|b| b.len() > MAX_ANSWER_BYTES)
+    };
+    match tuple.as_slice() {
+        [_, out, err, code] if tag == atoms::command() => Some(Answer::Command {
+            stdout: bytes(out)?,
+            stderr: bytes(err)?,
+            exit_code: code.decode().ok()?,
+        }),
+        [_, data] if tag == atoms::data() && too_big(data) => {
+            Some(Answer::Failed("efbig".to_string()))
+        }
+        [_, data] if tag == atoms::data() => Some(Answer::Data(bytes(data)?)),
+        [_, entries] if tag == atoms::entries() => {
+            let list: Vec<(String, rustler::Atom)> = entries.decode().ok()?;
+            let env = term.get_env();
+            let named = list
+                .into_iter()
+                .map(|(name, kind)| Some((name, kind.to_term(env).atom_to_string().ok()?)))
+                .collect::<Option<Vec<_>>>()?;
+            Some(Answer::Entries(named))
+        }
+        [_, kind, size] if tag == atoms::stat() => {
+            let kind: rustler::Atom = kind.decode().ok()?;
+            Some(Answer::Stat(
+                kind.to_term(term.get_env()).atom_to_string().ok()?,
+                size.decode().ok()?,
+            ))
+        }
+        [_, reason] if tag == atoms::failed() => Some(Answer::Failed(reason.decode().ok()?)),
+        _ => None,
+    }
+}
+
+mod atoms {
+    rustler::atoms! { command, done, data, entries, stat, failed }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reply_without_waiter_is_dropped() {
+        assert!(!reply(u64::MAX, Answer::Done));
+    }
+
+    #[test]
+    fn call_without_target_fails_at_once() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        struct Nothing;
+        impl Request for Nothing {
+            fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
+                ().encode(env)
+            }
+        }
+        let channel = CallbackChannel::new(Duration::from_secs(60));
+        let outcome = rt.block_on(channel.call(&Nothing));
+        assert_eq!(outcome.unwrap_err(), CallError::NoTarget);
+    }
+
+    #[test]
+    fn pending_entry_is_removed_when_the_wait_is_dropped() {
+        let (sender, _receiver) = oneshot::channel();
+        PENDING.lock().insert(42_000_000, sender);
+        drop(PendingGuard(42_000_000));
+        assert!(!PENDING.lock().contains_key(&42_000_000));
+    }
+}

@@ -1,0 +1,320 @@
+//! Filesystems served by Elixir (`:virtual_fs` option): every operation a
+//! script makes under the mount becomes a back-call
+//! `{:vfs, mount, op, path, extra}` with the path rooted at the mount.
+//!
+//! The backend's answers are not trusted: listings are sanitized here (no
+//! "", ".", "..", names with "/" or NUL, no duplicates, at most
+//! `MAX_ENTRIES`), so `find` or `grep -r` over a hostile backend terminates.
+//! Failures map to the io errors bashkit turns into the messages scripts
+//! expect ("No such file or directory", ...).
+
+use std::collections::HashSet;
+use std::io::{Error as IoError, ErrorKind};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bashkit::{DirEntry, FileSystem, FileSystemExt, FileType, Metadata};
+use rustler::{Atom, Encoder, Env, Term};
+
+use crate::callbacks::{Answer, CallError, CallbackChannel, Request};
+use crate::reply;
+
+/// Entries beyond this in one listing are an error (a backend returning a
+/// million entries must not exhaust memory or time).
+pub const MAX_ENTRIES: usize = 10_000;
+
+rustler::atoms! {
+    vfs,
+    nil,
+    read,
+    write,
+    append,
+    mkdir,
+    remove,
+    rename,
+    list,
+    stat,
+}
+
+/// One mounted Elixir backend.
+pub struct ElixirFs {
+    mount: String,
+    channel: Arc<CallbackChannel>,
+}
+
+impl ElixirFs {
+    pub fn new(mount: String, channel: Arc<CallbackChannel>) -> Self {
+        Self { mount, channel }
+    }
+
+    async fn call(&self, op: Atom, path: &Path, extra: Extra<'_>) -> bashkit::Result<Answer> {
+        let path = path.to_string_lossy();
+        let request = VfsRequest {
+            mount: &self.mount,
+            op,
+            path: &path,
+            extra,
+        };
+        match self.channel.call(&request).await {
+            Ok(Answer::Failed(reason)) => Err(errno(&reason)),
+            Ok(answer) => Ok(answer),
+            Err(CallError::Timeout(limit)) => Err(IoError::new(
+                ErrorKind::TimedOut,
+                format!(
+                    "virtual_fs backend timed out after {} ms",
+                    limit.as_millis()
+                ),
+            )
+            .into()),
+            Err(CallError::CallerGone) => {
+                Err(IoError::other("virtual_fs backend unavailable: caller gone").into())
+            }
+            Err(CallError::NoTarget) => Err(IoError::new(
+                ErrorKind::Unsupported,
+                "virtual_fs paths are served only while a script runs",
+            )
+            .into()),
+        }
+    }
+
+    async fn call_done(&self, op: Atom, path: &Path, extra: Extra<'_>) -> bashkit::Result<()> {
+        match self.call(op, path, extra).await? {
+            Answer::Done => Ok(()),
+            other => Err(unexpected(op, &other)),
+        }
+    }
+}
+
+/// The op-specific part of a request.
+enum Extra<'a> {
+    None,
+    Content(&'a [u8]),
+    Flag(bool),
+    Target(&'a Path),
+}
+
+struct VfsRequest<'a> {
+    mount: &'a str,
+    op: Atom,
+    path: &'a str,
+    extra: Extra<'a>,
+}
+
+impl Request for VfsRequest<'_> {
+    fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
+        let extra = match &self.extra {
+            Extra::None => nil().encode(env),
+            Extra::Content(bytes) => reply::binary(env, bytes),
+            Extra::Flag(flag) => flag.encode(env),
+            Extra::Target(path) => path.to_string_lossy().encode(env),
+        };
+        (vfs(), self.mount, self.op, self.path, extra).encode(env)
+    }
+}
+
+/// The io error for an errno-style name (or a free-form message). The text
+/// is the C library's, so scripts print what they would on a real system.
+fn errno(reason: &str) -> bashkit::Error {
+    let (kind, text) = match reason {
+        "enoent" => (ErrorKind::NotFound, "No such file or directory"),
+        "eacces" => (ErrorKind::PermissionDenied, "Permission denied"),
+        "eperm" => (ErrorKind::PermissionDenied, "Operation not permitted"),
+        "eexist" => (ErrorKind::AlreadyExists, "File exists"),
+        "enotdir" => (ErrorKind::NotADirectory, "Not a directory"),
+        "eisdir" => (ErrorKind::IsADirectory, "Is a directory"),
+        "enotempty" => (ErrorKind::DirectoryNotEmpty, "Directory not empty"),
+        "erofs" => (ErrorKind::ReadOnlyFilesystem, "Read-only file system"),
+        "enotsup" | "eopnotsupp" => (ErrorKind::Unsupported, "Operation not supported"),
+        "etimedout" => (ErrorKind::TimedOut, "Connection timed out"),
+        "efbig" => (ErrorKind::FileTooLarge, "File too large"),
+        "einval" => (ErrorKind::InvalidInput, "Invalid argument"),
+        "eio" => (ErrorKind::Other, "Input/output error"),
+        message => return IoError::other(message.to_string()).into(),
+    };
+    IoError::new(kind, text).into()
+}
+
+fn unexpected(op: Atom, answer: &Answer) -> bashkit::Error {
+    IoError::other(format!(
+        "virtual_fs backend gave an unusable answer to {op:?}: {}",
+        answer_kind(answer)
+    ))
+    .into()
+}
+
+fn answer_kind(answer: &Answer) -> &'static str {
+    match answer {
+        Answer::Command { .. } => "a command result",
+        Answer::Done => "ok",
+        Answer::Data(_) => "data",
+        Answer::Entries(_) => "a listing",
+        Answer::Stat(..) => "a stat",
+        Answer::Failed(_) => "an error",
+    }
+}
+
+fn file_type(kind: &str) -> FileType {
+    match kind {
+        "dir" => FileType::Directory,
+        "symlink" => FileType::Symlink,
+        _ => FileType::File,
+    }
+}
+
+fn metadata(kind: &str, size: u64) -> Metadata {
+    let file_type = file_type(kind);
+    Metadata {
+        mode: if file_type.is_dir() { 0o755 } else { 0o644 },
+        file_type,
+        size,
+        ..Metadata::default()
+    }
+}
+
+/// Keep only entries a directory can really hold, once each.
+pub fn sanitize_entries(entries: Vec<(String, String)>) -> Result<Vec<(String, String)>, String> {
+    if entries.len() > MAX_ENTRIES {
+        return Err(format!(
+            "virtual_fs listing too large ({} entries, max {MAX_ENTRIES})",
+            entries.len()
+        ));
+    }
+    let mut seen = HashSet::with_capacity(entries.len());
+    Ok(entries
+        .into_iter()
+        .filter(|(name, _)| {
+            !name.is_empty()
+                && name != "."
+                && name != ".."
+                && !name.contains('/')
+                && !name.contains('\0')
+                && seen.insert(name.clone())
+        })
+        .collect())
+}
+
+#[bashkit::async_trait]
+impl FileSystemExt for ElixirFs {
+    fn backend_kind(&self) -> &'static str {
+        "elixir"
+    }
+}
+
+#[bashkit::async_trait]
+impl FileSystem for ElixirFs {
+    async fn read_file(&self, path: &Path) -> bashkit::Result<Vec<u8>> {
+        match self.call(read(), path, Extra::None).await? {
+            Answer::Data(bytes) => Ok(bytes),
+            other => Err(unexpected(read(), &other)),
+        }
+    }
+
+    async fn write_file(&self, path: &Path, content: &[u8]) -> bashkit::Result<()> {
+        self.call_done(write(), path, Extra::Content(content)).await
+    }
+
+    async fn append_file(&self, path: &Path, content: &[u8]) -> bashkit::Result<()> {
+        self.call_done(append(), path, Extra::Content(content))
+            .await
+    }
+
+    async fn mkdir(&self, path: &Path, recursive: bool) -> bashkit::Result<()> {
+        self.call_done(mkdir(), path, Extra::Flag(recursive)).await
+    }
+
+    async fn remove(&self, path: &Path, recursive: bool) -> bashkit::Result<()> {
+        self.call_done(remove(), path, Extra::Flag(recursive)).await
+    }
+
+    async fn stat(&self, path: &Path) -> bashkit::Result<Metadata> {
+        match self.call(stat(), path, Extra::None).await? {
+            Answer::Stat(kind, size) => Ok(metadata(&kind, size)),
+            other => Err(unexpected(stat(), &other)),
+        }
+    }
+
+    async fn read_dir(&self, path: &Path) -> bashkit::Result<Vec<DirEntry>> {
+        match self.call(list(), path, Extra::None).await? {
+            Answer::Entries(entries) => Ok(sanitize_entries(entries)
+                .map_err(IoError::other)?
+                .into_iter()
+                .map(|(name, kind)| DirEntry {
+                    name,
+                    metadata: metadata(&kind, 0),
+                })
+                .collect()),
+            other => Err(unexpected(list(), &other)),
+        }
+    }
+
+    async fn exists(&self, path: &Path) -> bashkit::Result<bool> {
+        match self.stat(path).await {
+            Ok(_) => Ok(true),
+            Err(bashkit::Error::Io(e)) if e.kind() == ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn rename(&self, from: &Path, to: &Path) -> bashkit::Result<()> {
+        self.call_done(rename(), from, Extra::Target(to)).await
+    }
+
+    async fn copy(&self, from: &Path, to: &Path) -> bashkit::Result<()> {
+        let content = self.read_file(from).await?;
+        self.write_file(to, &content).await
+    }
+
+    async fn symlink(&self, _target: &Path, _link: &Path) -> bashkit::Result<()> {
+        Err(IoError::from(ErrorKind::Unsupported).into())
+    }
+
+    async fn read_link(&self, _path: &Path) -> bashkit::Result<PathBuf> {
+        Err(IoError::from(ErrorKind::InvalidInput).into())
+    }
+
+    async fn chmod(&self, path: &Path, _mode: u32) -> bashkit::Result<()> {
+        // Modes are not part of the protocol; the file only has to exist.
+        self.stat(path).await.map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &str) -> (String, String) {
+        (name.to_string(), "file".to_string())
+    }
+
+    #[test]
+    fn hostile_listings_are_cleaned() {
+        let entries = ["", ".", "..", "a/b", "nul\0", "ok", "ok", "fine"]
+            .iter()
+            .map(|n| entry(n))
+            .collect();
+        let names: Vec<String> = sanitize_entries(entries)
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(names, vec!["ok".to_string(), "fine".to_string()]);
+    }
+
+    #[test]
+    fn huge_listings_are_refused() {
+        let entries = (0..=MAX_ENTRIES).map(|i| entry(&i.to_string())).collect();
+        assert!(sanitize_entries(entries).is_err());
+    }
+
+    #[test]
+    fn errno_names_map_to_io_kinds() {
+        match errno("enoent") {
+            bashkit::Error::Io(e) => assert_eq!(e.kind(), ErrorKind::NotFound),
+            other => panic!("{other:?}"),
+        }
+        match errno("backend exploded") {
+            bashkit::Error::Io(e) => assert_eq!(e.to_string(), "backend exploded"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -10,6 +10,9 @@ defmodule ExBashkit.Callbacks do
   #   {:ex_bashkit_reply, ref, {:ok, result_tuple} | {:error, message}}
   #       The final answer; exactly one per request (Rust guarantees it).
   #
+  #   {:ex_bashkit_output, ref, {stdout_chunk, stderr_chunk}}
+  #       Output of a streaming exec, in order, while it runs.
+  #
   #   {:ex_bashkit_callback, ref, {call_id, request}}
   #       The script needs Elixir: `request` is
   #         {:builtin, name, args, stdin, env}        a custom builtin, or
@@ -67,18 +70,48 @@ defmodule ExBashkit.Callbacks do
   def reentrant?(resource), do: resource in Process.get(@chain_key, [])
 
   @doc false
-  @spec await(reference(), context()) :: {:ok, Result.t()} | {:error, String.t()}
-  def await(ref, context) do
+  # Wait for the final answer, handing output chunks to `on_output`.
+  @spec await(reference(), context(), (binary(), binary() -> any())) ::
+          {:ok, Result.t()} | {:error, String.t()}
+  def await(ref, context, on_output \\ fn _, _ -> :ok end) do
+    case next(ref, context) do
+      {:output, stdout, stderr} ->
+        on_output.(stdout, stderr)
+        await(ref, context, on_output)
+
+      {:done, outcome} ->
+        outcome
+    end
+  end
+
+  @doc false
+  # Wait for the answer of a request that is not an exec (state, reset, ...).
+  @spec await_reply(reference()) :: term()
+  def await_reply(ref) do
+    receive do
+      {:ex_bashkit_reply, ^ref, reply} -> reply
+    end
+  end
+
+  @doc false
+  # The next event of request `ref` that the caller must see; back-calls
+  # are dispatched on the way.
+  @spec next(reference(), context()) ::
+          {:output, binary(), binary()} | {:done, {:ok, Result.t()} | {:error, String.t()}}
+  def next(ref, context) do
     receive do
       {:ex_bashkit_reply, ^ref, {:ok, native}} ->
-        {:ok, Result.from_native(native)}
+        {:done, {:ok, Result.from_native(native)}}
 
       {:ex_bashkit_reply, ^ref, {:error, message}} ->
-        {:error, message}
+        {:done, {:error, message}}
+
+      {:ex_bashkit_output, ^ref, {stdout, stderr}} ->
+        {:output, stdout, stderr}
 
       {:ex_bashkit_callback, ^ref, {call_id, request}} ->
         dispatch(call_id, request, context)
-        await(ref, context)
+        next(ref, context)
     end
   end
 

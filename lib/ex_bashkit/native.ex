@@ -3,9 +3,10 @@ defmodule ExBashkit.Native do
   # NIF stubs and loading, nothing else. The functions here trust their
   # arguments: every public entry point validates before calling them.
   #
-  # Long work (scripts) never runs inside a NIF call: `session_exec/5` and
-  # `exec_once/3` submit the script to the library's interpreter threads and
-  # return `:ok`; the answer arrives as `{:ex_bashkit_reply, ref, outcome}`
+  # Long work (scripts, anything that needs a session's interpreter) never
+  # runs inside a NIF call: `session_exec/5`, `exec_once/3`, `session_state/3`,
+  # `session_reset/3` submit the work to the library's interpreter threads and
+  # return at once; the answer arrives as `{:ex_bashkit_reply, ref, outcome}`
   # (see `ExBashkit.Callbacks`).
 
   @on_load :load_nif
@@ -30,6 +31,10 @@ defmodule ExBashkit.Native do
   def session_info(_session), do: :erlang.nif_error(:nif_not_loaded)
   def live_sessions, do: :erlang.nif_error(:nif_not_loaded)
   def callback_reply(_call_id, _answer), do: :erlang.nif_error(:nif_not_loaded)
+  def session_cancel(_session), do: :erlang.nif_error(:nif_not_loaded)
+  def session_cancel_exec(_session, _id), do: :erlang.nif_error(:nif_not_loaded)
+  def session_state(_session, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+  def session_reset(_session, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def fs_read(_session, _path), do: :erlang.nif_error(:nif_not_loaded)
   def fs_write(_session, _path, _content), do: :erlang.nif_error(:nif_not_loaded)
   def fs_list(_session, _path), do: :erlang.nif_error(:nif_not_loaded)

@@ -14,6 +14,11 @@ defmodule ExBashkit.Result do
     * `:stdout_truncated`, `:stderr_truncated` - `true` when the stream hit its
       byte cap (`:max_stdout_bytes` / `:max_stderr_bytes` limits, 1 MiB each
       by default) and the rest was dropped.
+    * `:changes` - with `track_changes: true` (see `ExBashkit.Session.exec/3`),
+      the files the exec created, modified and deleted:
+      `%{created: [path], modified: [path], deleted: [path], complete: boolean}`
+      (`complete` is `false` if the filesystem was too large to list whole);
+      otherwise `nil`.
 
   A custom builtin may also return a `%ExBashkit.Result{}` to control its own
   stdout, stderr and exit code.
@@ -23,26 +28,42 @@ defmodule ExBashkit.Result do
             stderr: "",
             exit_code: 0,
             stdout_truncated: false,
-            stderr_truncated: false
+            stderr_truncated: false,
+            changes: nil
 
   @type t :: %__MODULE__{
           stdout: binary(),
           stderr: binary(),
           exit_code: integer(),
           stdout_truncated: boolean(),
-          stderr_truncated: boolean()
+          stderr_truncated: boolean(),
+          changes: changes() | nil
+        }
+
+  @typedoc "Files an exec touched, by absolute path, each list sorted."
+  @type changes :: %{
+          created: [String.t()],
+          modified: [String.t()],
+          deleted: [String.t()],
+          complete: boolean()
         }
 
   @doc false
   # Shape the native tuple into a struct.
-  @spec from_native({binary(), binary(), integer(), boolean(), boolean()}) :: t()
-  def from_native({stdout, stderr, exit_code, stdout_truncated, stderr_truncated}) do
+  @spec from_native(tuple()) :: t()
+  def from_native({stdout, stderr, exit_code, stdout_truncated, stderr_truncated, changes}) do
     %__MODULE__{
       stdout: stdout,
       stderr: stderr,
       exit_code: exit_code,
       stdout_truncated: stdout_truncated,
-      stderr_truncated: stderr_truncated
+      stderr_truncated: stderr_truncated,
+      changes: changes(changes)
     }
   end
+
+  defp changes(nil), do: nil
+
+  defp changes({created, modified, deleted, complete}),
+    do: %{created: created, modified: modified, deleted: deleted, complete: complete}
 end

@@ -96,6 +96,8 @@ defmodule ExBashkit.Session do
   alias ExBashkit.{Callbacks, Native, Result}
   alias ExBashkit.Session.Options
 
+  @u64_max 0xFFFF_FFFF_FFFF_FFFF
+
   @enforce_keys [:resource]
   defstruct [:resource, builtins: %{}, virtual_fs: %{}, callback_timeout_ms: 30_000]
 
@@ -150,7 +152,11 @@ defmodule ExBashkit.Session do
           | {:python, boolean() | keyword()}
 
   @typedoc "An option accepted by `exec/3`."
-  @type exec_option :: {:stdin, iodata()}
+  @type exec_option ::
+          {:stdin, iodata()}
+          | {:timeout_ms, pos_integer()}
+          | {:stream_to, pid() | {pid(), term()}}
+          | {:track_changes, boolean()}
 
   @doc """
   Create a new persistent session, optionally seeding its initial state.
@@ -196,6 +202,22 @@ defmodule ExBashkit.Session do
   Options:
 
     * `:stdin` - iodata fed to the script's standard input.
+    * `:timeout_ms` - a wall-clock limit for this call (positive integer),
+      counted from the call (time queued behind other execs of the session
+      included). The session's own `:timeout_ms` limit still applies; the
+      tighter one wins. Past it: `{:error, "execution timed out ..."}`.
+    * `:stream_to` - `pid` or `{pid, tag}`: send output to `pid` while the
+      script runs, as `{tag, {:stdout, chunk}}` and `{tag, {:stderr, chunk}}`
+      messages (default tag `:ex_bashkit_output`), in the order it was
+      produced, a chunk per command. The result still holds all output. See
+      also `stream/3`.
+    * `:track_changes` - `true` to fill the result's `:changes` with the files
+      the exec created, modified and deleted (in-memory filesystem and host
+      mounts). It lists the filesystem's metadata before and after the
+      script: O(files) time, no contents read. Default `false`.
+
+  `cancel/1` from any process stops the running exec; it then returns
+  `{:error, "execution cancelled by cancel/1"}`.
 
   ## Examples
 
@@ -211,17 +233,34 @@ defmodule ExBashkit.Session do
       "SHOUT\\n"
   """
   @spec exec(t(), String.t(), [exec_option()]) :: {:ok, Result.t()} | {:error, String.t()}
-  def exec(%__MODULE__{resource: resource} = session, script, opts \\ [])
+  def exec(%__MODULE__{} = session, script, opts \\ [])
       when is_binary(script) and is_list(opts) do
-    with {:ok, call} <- exec_options(opts),
-         :ok <- check_script(script),
+    {call, forward} = exec_options!(opts)
+
+    with {:ok, ref, _id} <- submit(session, script, call) do
+      Callbacks.await(ref, callback_context(session), forwarder(forward))
+    end
+  end
+
+  # Validate, then hand the script to the interpreter threads.
+  defp submit(%__MODULE__{resource: resource}, script, call) do
+    with :ok <- check_script(script),
          :ok <- check_not_reentrant(resource) do
       ref = make_ref()
 
       case Native.session_exec(resource, script, call, self(), ref) do
-        :ok -> Callbacks.await(ref, callback_context(session))
+        {:ok, id} -> {:ok, ref, id}
         {:error, _} = error -> error
       end
+    end
+  end
+
+  defp forwarder(nil), do: fn _, _ -> :ok end
+
+  defp forwarder({pid, tag}) do
+    fn stdout, stderr ->
+      if stdout != "", do: send(pid, {tag, {:stdout, stdout}})
+      if stderr != "", do: send(pid, {tag, {:stderr, stderr}})
     end
   end
 
@@ -246,20 +285,184 @@ defmodule ExBashkit.Session do
     end
   end
 
-  defp exec_options(opts) do
-    Enum.reduce_while(opts, {:ok, %{stdin: nil}}, fn
-      {:stdin, data}, {:ok, acc} ->
+  # `{native_call_options, forward_target | nil}`.
+  defp exec_options!(opts) do
+    call = %{stdin: nil, stream: false, timeout_ms: nil, track_changes: false}
+
+    Enum.reduce(opts, {call, nil}, fn
+      {:stdin, data}, {call, fwd} ->
         case iodata_to_binary(data) do
           {:ok, bin} ->
-            {:cont, {:ok, %{acc | stdin: bin}}}
+            {%{call | stdin: bin}, fwd}
 
           :error ->
             raise ArgumentError, "exec option :stdin must be iodata, got: #{inspect(data)}"
         end
 
-      other, _acc ->
+      {:timeout_ms, ms}, {call, fwd} when is_integer(ms) and ms >= 1 ->
+        {%{call | timeout_ms: min(ms, @u64_max)}, fwd}
+
+      {:track_changes, flag}, {call, fwd} when is_boolean(flag) ->
+        {%{call | track_changes: flag}, fwd}
+
+      {:stream_to, pid}, {call, _} when is_pid(pid) ->
+        {%{call | stream: true}, {pid, :ex_bashkit_output}}
+
+      {:stream_to, {pid, tag}}, {call, _} when is_pid(pid) ->
+        {%{call | stream: true}, {pid, tag}}
+
+      {key, value}, _ when key in [:timeout_ms, :track_changes, :stream_to] ->
+        raise ArgumentError, "invalid exec option #{inspect(key)}: #{inspect(value)}"
+
+      other, _ ->
         raise ArgumentError, "unknown exec option: #{inspect(other)}"
     end)
+  end
+
+  @doc """
+  Run `script` like `exec/3` and return a lazy `Stream` of its output.
+
+  The script starts when the stream is first consumed, in the consuming
+  process. The stream yields `{:stdout, chunk}` and `{:stderr, chunk}` as the
+  script produces them, then ends with `{:exit, exit_code}`, or with
+  `{:error, message}` if the script could not run to completion. Halting the
+  stream early (e.g. `Enum.take/2`) cancels the script.
+
+  Accepts the options of `exec/3` except `:stream_to`.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new()
+      iex> session |> ExBashkit.Session.stream("echo one; echo two >&2; exit 3") |> Enum.to_list()
+      [{:stdout, "one\\n"}, {:stderr, "two\\n"}, {:exit, 3}]
+  """
+  @spec stream(t(), String.t(), [exec_option()]) ::
+          Enumerable.t({:stdout | :stderr, binary()} | {:exit, integer()} | {:error, String.t()})
+  def stream(%__MODULE__{} = session, script, opts \\ [])
+      when is_binary(script) and is_list(opts) do
+    if Keyword.has_key?(opts, :stream_to),
+      do: raise(ArgumentError, "stream/3 does not take :stream_to")
+
+    {call, nil} = exec_options!(opts)
+    context = callback_context(session)
+
+    Stream.resource(
+      fn ->
+        case submit(session, script, %{call | stream: true}) do
+          {:ok, ref, id} -> {:running, ref, id}
+          {:error, message} -> {:failed, message}
+        end
+      end,
+      fn
+        {:running, ref, id} ->
+          case Callbacks.next(ref, context) do
+            {:output, out, err} -> {chunks(out, err), {:running, ref, id}}
+            {:done, {:ok, result}} -> {[{:exit, result.exit_code}], :done}
+            {:done, {:error, message}} -> {[{:error, message}], :done}
+          end
+
+        {:failed, message} ->
+          {[{:error, message}], :done}
+
+        :done ->
+          {:halt, :done}
+      end,
+      fn
+        # Halted early: stop the script and collect its answer, so nothing
+        # is left behind in the mailbox.
+        {:running, ref, id} ->
+          Native.session_cancel_exec(session.resource, id)
+          Callbacks.await(ref, context)
+
+        _ ->
+          :ok
+      end
+    )
+  end
+
+  defp chunks("", ""), do: []
+  defp chunks(out, ""), do: [{:stdout, out}]
+  defp chunks("", err), do: [{:stderr, err}]
+  defp chunks(out, err), do: [{:stdout, out}, {:stderr, err}]
+
+  @doc """
+  Stop the exec running on `session`, from any process.
+
+  The script stops at its next command boundary (or budget check); that
+  `exec/3` returns `{:error, "execution cancelled by cancel/1"}`. The session
+  keeps its state as the script left it, and stays usable. Execs queued behind
+  the running one are not affected. Returns `:ok` if an exec was running,
+  `:idle` if none was.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new()
+      iex> ExBashkit.Session.cancel(session)
+      :idle
+  """
+  @spec cancel(t()) :: :ok | :idle
+  def cancel(%__MODULE__{resource: resource}) do
+    if Native.session_cancel(resource), do: :ok, else: :idle
+  end
+
+  @doc """
+  The session's shell state as a plain map, taken between scripts (it waits
+  for a running exec to end).
+
+  `%{env: %{name => value}, variables: %{name => value}, cwd: path,
+  functions: [name], aliases: %{name => expansion}, last_exit_code: integer}`.
+  `env` holds exported variables; `variables` every shell variable (exported
+  ones too, and bash's own such as `PWD`).
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new()
+      iex> {:ok, _} = ExBashkit.Session.exec(session, "export A=1; b=2; cd /tmp; f() { :; }; alias l=ls; false")
+      iex> state = ExBashkit.Session.state(session)
+      iex> {state.env["A"], state.variables["b"], state.cwd, state.functions, state.aliases, state.last_exit_code}
+      {"1", "2", "/tmp", ["f"], %{"l" => "ls"}, 1}
+  """
+  @spec state(t()) :: %{
+          env: %{optional(String.t()) => String.t()},
+          variables: %{optional(String.t()) => String.t()},
+          cwd: String.t(),
+          functions: [String.t()],
+          aliases: %{optional(String.t()) => String.t()},
+          last_exit_code: integer()
+        }
+  def state(%__MODULE__{resource: resource}) do
+    ref = make_ref()
+    :ok = Native.session_state(resource, self(), ref)
+
+    case Callbacks.await_reply(ref) do
+      {:ok, state} -> state
+      {:error, message} -> raise RuntimeError, "ExBashkit.Session.state/1: " <> message
+    end
+  end
+
+  @doc """
+  Put the session back in the state `new/1` built: its `:env`, `:cwd` and
+  `:files`, with every variable, function, alias and in-memory file since
+  then gone. Its capabilities stay: builtins, virtual_fs backends, host mounts
+  (whose host files are, of course, not rolled back), limits and network
+  settings. Waits for a running exec to end. Returns `:ok` or
+  `{:error, message}`.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new(env: [KEEP: "1"])
+      iex> {:ok, _} = ExBashkit.Session.exec(session, "export GONE=1; echo x > /tmp/f")
+      iex> ExBashkit.Session.reset(session)
+      :ok
+      iex> {:ok, result} = ExBashkit.Session.exec(session, "echo $KEEP-$GONE; ls /tmp")
+      iex> result.stdout
+      "1-\\n"
+  """
+  @spec reset(t()) :: :ok | {:error, String.t()}
+  def reset(%__MODULE__{resource: resource}) do
+    ref = make_ref()
+    :ok = Native.session_reset(resource, self(), ref)
+    Callbacks.await_reply(ref)
   end
 
   @doc false

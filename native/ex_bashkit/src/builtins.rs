@@ -82,6 +82,9 @@ impl Builtin for ElixirBuiltin {
                 ),
                 124,
             ),
+            Err(CallError::Interrupted) => {
+                ExecResult::err(format!("{}: interrupted\n", self.name), 130)
+            }
             Err(CallError::CallerGone) => {
                 ExecResult::err(format!("{}: the calling process is gone\n", self.name), 1)
             }

@@ -37,6 +37,7 @@ use parking_lot::Mutex;
 use rustler::{Encoder, Env, Term};
 use tokio::sync::oneshot;
 
+use crate::interrupt::Interrupt;
 use crate::reply::{Payload, SharedCaller};
 
 rustler::atoms! {
@@ -73,6 +74,8 @@ pub enum CallError {
     CallerGone,
     /// No answer within the timeout.
     Timeout(Duration),
+    /// The exec was cancelled or timed out while waiting.
+    Interrupted,
 }
 
 /// The most bytes one answer may carry: bashkit's default maximum file size.
@@ -123,13 +126,16 @@ impl Payload for CallbackMessage<'_> {
 pub struct CallbackChannel {
     target: Mutex<Option<SharedCaller>>,
     timeout: Duration,
+    /// Raised by `cancel/1` and per-call timeouts: stop waiting for Elixir.
+    interrupt: Arc<Interrupt>,
 }
 
 impl CallbackChannel {
-    pub fn new(timeout: Duration) -> Arc<Self> {
+    pub fn new(timeout: Duration, interrupt: Arc<Interrupt>) -> Arc<Self> {
         Arc::new(Self {
             target: Mutex::new(None),
             timeout,
+            interrupt,
         })
     }
 
@@ -155,12 +161,15 @@ impl CallbackChannel {
         if !delivered {
             return Err(CallError::CallerGone);
         }
-        match tokio::time::timeout(self.timeout, receiver).await {
-            Ok(Ok(answer)) => Ok(answer),
-            // The sender vanished without an answer: only the guard of a
-            // concurrent call can do that; treat it as the caller going away.
-            Ok(Err(_)) => Err(CallError::CallerGone),
-            Err(_) => Err(CallError::Timeout(self.timeout)),
+        tokio::select! {
+            waited = tokio::time::timeout(self.timeout, receiver) => match waited {
+                Ok(Ok(answer)) => Ok(answer),
+                // The sender vanished without an answer: treat it as the
+                // caller going away.
+                Ok(Err(_)) => Err(CallError::CallerGone),
+                Err(_) => Err(CallError::Timeout(self.timeout)),
+            },
+            _ = self.interrupt.wait() => Err(CallError::Interrupted),
         }
     }
 }
@@ -262,7 +271,7 @@ mod tests {
                 ().encode(env)
             }
         }
-        let channel = CallbackChannel::new(Duration::from_secs(60));
+        let channel = CallbackChannel::new(Duration::from_secs(60), Interrupt::new());
         let outcome = rt.block_on(channel.call(&Nothing));
         assert_eq!(outcome.unwrap_err(), CallError::NoTarget);
     }

@@ -12,16 +12,19 @@
 
 mod builtins;
 mod callbacks;
+mod changes;
 #[cfg(test)]
 mod enif_stubs;
 mod errors;
 mod fs_api;
 mod guard;
+mod interrupt;
 mod options;
 mod reply;
 mod runtime;
 mod session;
 mod vfs;
+mod watchdog;
 
 use rustler::{Binary, Encoder, Env, LocalPid, ResourceArc, Term};
 
@@ -59,7 +62,7 @@ fn answer_unit<'a>(env: Env<'a>, body: impl FnOnce() -> Result<(), String>) -> T
 
 #[rustler::nif(schedule = "DirtyIo")]
 fn session_new(env: Env, config: SessionConfig) -> Term {
-    answer(env, || SessionResource::new(&config).map(ResourceArc::new))
+    answer(env, || SessionResource::new(config).map(ResourceArc::new))
 }
 
 #[rustler::nif]
@@ -71,9 +74,13 @@ fn session_exec<'a>(
     pid: LocalPid,
     reference: Term<'a>,
 ) -> Term<'a> {
-    answer_unit(env, || {
-        session::exec(session, script, call, ReplyTo::new(pid, reference));
-        Ok(())
+    answer(env, || {
+        Ok(session::exec(
+            session,
+            script,
+            call,
+            ReplyTo::new(pid, reference),
+        ))
     })
 }
 
@@ -88,6 +95,46 @@ fn exec_once<'a>(env: Env<'a>, script: String, pid: LocalPid, reference: Term<'a
 #[rustler::nif]
 fn live_sessions() -> u64 {
     session::live_sessions()
+}
+
+/// Stop the running exec of `session`; `true` if one was running.
+#[rustler::nif]
+fn session_cancel(session: Session) -> bool {
+    guard::catch(|| session.cancel()).unwrap_or(false)
+}
+
+/// Stop exec `id` of `session` (running or queued); `true` if it existed.
+#[rustler::nif]
+fn session_cancel_exec(session: Session, id: u64) -> bool {
+    guard::catch(|| session.cancel_exec(id)).unwrap_or(false)
+}
+
+/// `state/1`: answers `{:ex_bashkit_reply, ref, {:ok, map}}`.
+#[rustler::nif]
+fn session_state<'a>(
+    env: Env<'a>,
+    session: Session,
+    pid: LocalPid,
+    reference: Term<'a>,
+) -> Term<'a> {
+    answer_unit(env, || {
+        session::state(session, ReplyTo::new(pid, reference));
+        Ok(())
+    })
+}
+
+/// `reset/1`: answers `{:ex_bashkit_reply, ref, :ok | {:error, message}}`.
+#[rustler::nif]
+fn session_reset<'a>(
+    env: Env<'a>,
+    session: Session,
+    pid: LocalPid,
+    reference: Term<'a>,
+) -> Term<'a> {
+    answer_unit(env, || {
+        session::reset(session, ReplyTo::new(pid, reference));
+        Ok(())
+    })
 }
 
 /// `{id, running?, cwd | nil}` for `inspect/2`.

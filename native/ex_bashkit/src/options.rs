@@ -14,6 +14,7 @@ use rustler::{Decoder, NifMap, NifResult, Term};
 
 use crate::builtins::ElixirBuiltin;
 use crate::callbacks::CallbackChannel;
+use crate::interrupt::{Interrupt, InterruptibleSleep};
 use crate::vfs::ElixirFs;
 
 /// An Elixir binary copied into Rust memory.
@@ -156,17 +157,26 @@ fn network(config: &SessionConfig) -> Option<NetworkAllowlist> {
     Some(allowlist)
 }
 
-/// An interpreter and, when it has builtins or virtual_fs mounts, the
-/// channel their back-calls go through.
-pub struct Built {
-    pub bash: Bash,
-    pub channel: Option<Arc<CallbackChannel>>,
+/// The route for back-calls, when `config` has builtins or virtual_fs mounts.
+pub fn callback_channel(
+    config: &SessionConfig,
+    interrupt: &Arc<Interrupt>,
+) -> Option<Arc<CallbackChannel>> {
+    (!config.builtins.is_empty() || !config.virtual_fs.is_empty()).then(|| {
+        CallbackChannel::new(
+            Duration::from_millis(config.callback_timeout_ms),
+            Arc::clone(interrupt),
+        )
+    })
 }
 
-/// Build the interpreter `config` describes, with its files seeded.
-pub fn build_bash(config: &SessionConfig) -> Result<Built, String> {
-    let channel = (!config.builtins.is_empty() || !config.virtual_fs.is_empty())
-        .then(|| CallbackChannel::new(Duration::from_millis(config.callback_timeout_ms)));
+/// Build the interpreter `config` describes; `prepare` must run next.
+/// `interrupt` (sessions only) makes waiting commands cancellable.
+pub fn build_bash(
+    config: &SessionConfig,
+    channel: Option<&Arc<CallbackChannel>>,
+    interrupt: Option<&Arc<Interrupt>>,
+) -> Bash {
     let mut builder = Bash::builder()
         .cwd(&config.cwd)
         .username(&config.username)
@@ -179,7 +189,11 @@ pub fn build_bash(config: &SessionConfig) -> Result<Built, String> {
     if let Some(allowlist) = network(config) {
         builder = builder.network(allowlist);
     }
-    if let Some(channel) = &channel {
+    if let Some(interrupt) = interrupt {
+        let sleep = InterruptibleSleep::new(Arc::clone(interrupt));
+        builder = builder.builtin("sleep", Box::new(sleep));
+    }
+    if let Some(channel) = channel {
         for name in &config.builtins {
             let builtin = ElixirBuiltin::new(name.clone(), Arc::clone(channel));
             builder = builder.builtin(name, Box::new(builtin));
@@ -187,15 +201,25 @@ pub fn build_bash(config: &SessionConfig) -> Result<Built, String> {
     }
     let mut bash = builder.build();
     enable_alias_expansion(&mut bash);
-    seed_files(&bash.fs(), config)?;
-    if let Some(channel) = &channel {
+    bash
+}
+
+/// The asynchronous half of construction: seed `:files`, create the cwd,
+/// mount the virtual_fs backends.
+pub async fn prepare(
+    bash: &Bash,
+    config: &SessionConfig,
+    channel: Option<&Arc<CallbackChannel>>,
+) -> Result<(), String> {
+    seed_files(&bash.fs(), config).await?;
+    if let Some(channel) = channel {
         for mount in &config.virtual_fs {
             let backend = ElixirFs::new(mount.clone(), Arc::clone(channel));
             bash.mount(mount, Arc::new(backend))
                 .map_err(|e| format!("cannot mount :virtual_fs at {mount}: {e}"))?;
         }
     }
-    Ok(Built { bash, channel })
+    Ok(())
 }
 
 /// A session behaves like an interactive shell, where aliases defined by one
@@ -209,23 +233,18 @@ fn enable_alias_expansion(bash: &mut Bash) {
     bash.restore_shell_state(&state);
 }
 
-fn seed_files(fs: &Arc<dyn FileSystem>, config: &SessionConfig) -> Result<(), String> {
-    if config.files.is_empty() && config.cwd == "/" {
-        return Ok(());
+async fn seed_files(fs: &Arc<dyn FileSystem>, config: &SessionConfig) -> Result<(), String> {
+    for (path, Bytes(content)) in &config.files {
+        crate::fs_api::write_creating_parents(fs, path, content)
+            .await
+            .map_err(|e| format!("cannot write :files entry {path}: {e}"))?;
     }
-    crate::runtime::block_on(async {
-        for (path, Bytes(content)) in &config.files {
-            crate::fs_api::write_creating_parents(fs, path, content)
-                .await
-                .map_err(|e| format!("cannot write :files entry {path}: {e}"))?;
-        }
-        // A cwd the session starts in must exist, or the first `ls` fails.
-        let cwd = Path::new(&config.cwd);
-        if !fs.exists(cwd).await.unwrap_or(false) {
-            fs.mkdir(cwd, true)
-                .await
-                .map_err(|e| format!("cannot create :cwd {}: {e}", config.cwd))?;
-        }
-        Ok(())
-    })
+    // A cwd the session starts in must exist, or the first `ls` fails.
+    let cwd = Path::new(&config.cwd);
+    if config.cwd != "/" && !fs.exists(cwd).await.unwrap_or(false) {
+        fs.mkdir(cwd, true)
+            .await
+            .map_err(|e| format!("cannot create :cwd {}: {e}", config.cwd))?;
+    }
+    Ok(())
 }

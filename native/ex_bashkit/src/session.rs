@@ -1,25 +1,31 @@
 //! The session resource: one `bashkit::Bash` behind an async mutex, plus the
 //! handles that must stay reachable while a script holds that mutex.
 //!
-//! `exec` submits the script to the interpreter runtime and returns at once;
-//! the outcome reaches the caller as a message (see `reply.rs`). The mutex
-//! serializes execs on one session (FIFO); different sessions run in
-//! parallel on the runtime's threads.
+//! Every operation that needs the interpreter (`exec`, `state`, `reset`, ...)
+//! is a task on the interpreter runtime that answers the caller by message
+//! (see `reply.rs`): no BEAM thread ever waits for the lock. The mutex
+//! serializes them per session in arrival order; different sessions run in
+//! parallel.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use bashkit::{Bash, ExecOptions, ExecResult, FileSystem};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use rustler::{Encoder, Env, NifMap, ResourceArc, Term};
 
 use crate::callbacks::CallbackChannel;
-use crate::errors;
-use crate::options::{self, Built, Bytes, SessionConfig};
-use crate::reply::{self, ErrorMessage, Payload, ReplyTo};
-use crate::{guard, runtime};
+use crate::changes::{self, Changes};
+use crate::interrupt::Interrupt;
+use crate::options::{self, Bytes, SessionConfig};
+use crate::reply::{self, ErrorMessage, Payload, ReplyTo, SharedCaller};
+use crate::watchdog::{self, ExecTicket};
+use crate::{errors, guard, runtime};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+static NEXT_EXEC: AtomicU64 = AtomicU64::new(1);
 /// Sessions alive right now (observability for leak tests and benchmarks).
 static LIVE: AtomicU64 = AtomicU64::new(0);
 
@@ -28,19 +34,29 @@ pub fn live_sessions() -> u64 {
     LIVE.load(Ordering::Relaxed)
 }
 
+rustler::atoms! {
+    ex_bashkit_output,
+}
+
 /// A live session, shared between the BEAM (as a resource) and the tasks
 /// running its scripts.
 pub struct SessionResource {
     pub id: u64,
     bash: tokio::sync::Mutex<Bash>,
     /// The interpreter's outer filesystem, reachable without the lock so
-    /// that `stat/2` and friends answer while a script runs.
+    /// that `stat/2` and friends answer while a script runs. Replaced by
+    /// `reset`.
     fs: RwLock<Arc<dyn FileSystem>>,
-    /// The interpreter's cancellation token (see `cancel`).
-    cancel: RwLock<Arc<AtomicBool>>,
-    running: AtomicBool,
+    /// The running exec's cancellation state, for `cancel/1`.
+    current: Mutex<Option<Arc<ExecTicket>>>,
+    /// Every submitted exec not yet ended, by id, for `cancel_exec`.
+    tickets: Mutex<HashMap<u64, Weak<ExecTicket>>>,
     /// Route of builtin / virtual_fs back-calls, when the session has any.
     channel: Option<Arc<CallbackChannel>>,
+    /// Wakes the running exec's waits (sleep, back-calls) on cancel/timeout.
+    interrupt: Arc<Interrupt>,
+    /// What `new/1` asked for, to rebuild on `reset`.
+    config: Arc<SessionConfig>,
 }
 
 // The resource is only touched through its locks and atomics, so a panic
@@ -58,17 +74,23 @@ impl Drop for SessionResource {
 }
 
 impl SessionResource {
-    /// Build a session from a validated configuration.
-    pub fn new(config: &SessionConfig) -> Result<Self, String> {
-        let Built { bash, channel } = options::build_bash(config)?;
+    /// Build a session from a validated configuration. Runs on a dirty IO
+    /// scheduler (it may touch host directories).
+    pub fn new(config: SessionConfig) -> Result<Self, String> {
+        let interrupt = Interrupt::new();
+        let channel = options::callback_channel(&config, &interrupt);
+        let bash = options::build_bash(&config, channel.as_ref(), Some(&interrupt));
+        runtime::block_on(options::prepare(&bash, &config, channel.as_ref()))?;
         LIVE.fetch_add(1, Ordering::Relaxed);
         Ok(Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             fs: RwLock::new(bash.fs()),
-            cancel: RwLock::new(bash.cancellation_token()),
             bash: tokio::sync::Mutex::new(bash),
-            running: AtomicBool::new(false),
+            current: Mutex::new(None),
+            tickets: Mutex::new(HashMap::new()),
             channel,
+            interrupt,
+            config: Arc::new(config),
         })
     }
 
@@ -79,7 +101,7 @@ impl SessionResource {
 
     /// Whether a script is running on this session right now.
     pub fn is_running(&self) -> bool {
-        self.running.load(Ordering::Acquire)
+        self.current.lock().is_some()
     }
 
     /// The working directory, or `None` while a script holds the session.
@@ -87,100 +109,328 @@ impl SessionResource {
         let bash = self.bash.try_lock().ok()?;
         Some(bash.shell_state_view().cwd.to_string_lossy().into_owned())
     }
+
+    /// Stop the running exec, if any, at its next check. Returns whether one
+    /// was running.
+    pub fn cancel(&self) -> bool {
+        match &*self.current.lock() {
+            Some(ticket) => {
+                ticket.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Stop exec `id`, running or still queued. Returns whether it existed.
+    pub fn cancel_exec(&self, id: u64) -> bool {
+        match self.tickets.lock().get(&id).and_then(Weak::upgrade) {
+            Some(ticket) => {
+                ticket.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn submit(&self) -> Arc<ExecTicket> {
+        let ticket = ExecTicket::new(NEXT_EXEC.fetch_add(1, Ordering::Relaxed));
+        self.tickets
+            .lock()
+            .insert(ticket.id, Arc::downgrade(&ticket));
+        ticket
+    }
 }
 
 /// Per-call options of `exec/3`, validated by Elixir.
 #[derive(Debug, Default, NifMap)]
 pub struct ExecCallOptions {
     pub stdin: Option<Bytes>,
+    /// Send output chunks to the caller while the script runs.
+    pub stream: bool,
+    /// A wall-clock limit for this call, on top of the session's.
+    pub timeout_ms: Option<u64>,
+    pub track_changes: bool,
 }
 
-fn bashkit_options(call: ExecCallOptions) -> ExecOptions {
+/// Marks the session busy with `ticket` while it runs; forgets the ticket
+/// when the exec ends, however it ends.
+struct Running<'a> {
+    session: &'a SessionResource,
+    id: u64,
+}
+
+impl<'a> Running<'a> {
+    fn start(session: &'a SessionResource, ticket: &Arc<ExecTicket>, bash: &Bash) -> Self {
+        // bashkit leaves resetting the token to us: reset it before this
+        // exec becomes cancellable.
+        let token = bash.cancellation_token();
+        token.store(false, Ordering::SeqCst);
+        session.interrupt.clear();
+        ticket.start(token, Arc::clone(&session.interrupt));
+        *session.current.lock() = Some(Arc::clone(ticket));
+        Running {
+            session,
+            id: ticket.id,
+        }
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        *self.session.current.lock() = None;
+        self.session.tickets.lock().remove(&self.id);
+    }
+}
+
+/// Streamed output: `{:ex_bashkit_output, ref, {stdout_chunk, stderr_chunk}}`.
+struct OutputChunk<'a>(&'a [u8], &'a [u8]);
+
+impl Payload for OutputChunk<'_> {
+    fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
+        (reply::binary(env, self.0), reply::binary(env, self.1)).encode(env)
+    }
+}
+
+fn bashkit_options(call: &mut ExecCallOptions, caller: &SharedCaller) -> ExecOptions {
     let mut out = ExecOptions::new();
-    if let Some(Bytes(stdin)) = call.stdin {
+    if let Some(Bytes(stdin)) = call.stdin.take() {
         out = out.stdin(stdin);
+    }
+    if call.stream {
+        let caller = Arc::clone(caller);
+        out = out.streaming(Box::new(move |stdout, stderr| {
+            if !stdout.is_empty() || !stderr.is_empty() {
+                let chunk = OutputChunk(stdout.as_bytes(), stderr.as_bytes());
+                caller.lock().send(ex_bashkit_output(), &chunk);
+            }
+        }));
     }
     out
 }
 
-/// Clears the running flag however the exec ends (including a panic).
-struct RunningGuard<'a>(&'a AtomicBool);
-
-impl Drop for RunningGuard<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
-    }
-}
-
-/// Run `script` on `session` and answer `reply` when it ends.
+/// Run `script` on `session` and answer `reply` when it ends. Returns the
+/// exec's id (for `cancel_exec`).
 pub fn exec(
     session: ResourceArc<SessionResource>,
     script: String,
-    call: ExecCallOptions,
+    mut call: ExecCallOptions,
     reply: ReplyTo,
-) {
+) -> u64 {
     let caller = reply.caller();
+    let ticket = session.submit();
+    let id = ticket.id;
+    // A per-call timeout counts from the call, queueing behind other execs
+    // of this session included.
+    if let Some(ms) = call.timeout_ms {
+        watchdog::schedule(Instant::now() + Duration::from_millis(ms), &ticket);
+    }
     runtime::spawn(async move {
         let outcome = guard::catch_future(async {
             let mut bash = session.bash.lock().await;
-            session.cancel.read().store(false, Ordering::SeqCst);
-            session.running.store(true, Ordering::Release);
-            let _running = RunningGuard(&session.running);
-            let _attached = session.channel.as_ref().map(|c| c.attach(caller));
-            bash.exec_with_options(&script, bashkit_options(call)).await
+            let _running = Running::start(&session, &ticket, &bash);
+            let _attached = session
+                .channel
+                .as_ref()
+                .map(|c| c.attach(Arc::clone(&caller)));
+
+            let skip = &session.config.virtual_fs;
+            let before = match call.track_changes {
+                true => Some(changes::scan(&bash.fs(), skip).await),
+                false => None,
+            };
+            let options = bashkit_options(&mut call, &caller);
+            let result = bash.exec_with_options(&script, options).await;
+            let changes = match before {
+                Some(before) => Some(changes::diff(
+                    &before,
+                    &changes::scan(&bash.fs(), skip).await,
+                )),
+                None => None,
+            };
+            ExecOutcome::new(result, changes, &ticket, call.timeout_ms)
         })
         .await;
-        reply.finish(&ExecOutcome::from(outcome));
+        reply.finish(&outcome.unwrap_or_else(ExecOutcome::panicked));
     });
+    id
 }
 
 /// Run `script` in a fresh default interpreter (`ExBashkit.exec/1`).
 pub fn exec_once(script: String, reply: ReplyTo) {
     runtime::spawn(async move {
         let outcome = guard::catch_future(async {
-            let mut bash = match options::build_bash(&SessionConfig::default()) {
-                Ok(built) => built.bash,
-                Err(message) => return Err(bashkit::Error::Execution(message)),
-            };
-            bash.exec(&script).await
+            let mut bash = options::build_bash(&SessionConfig::default(), None, None);
+            ExecOutcome::plain(bash.exec(&script).await)
         })
         .await;
-        reply.finish(&ExecOutcome::from(outcome));
+        reply.finish(&outcome.unwrap_or_else(ExecOutcome::panicked));
     });
 }
 
 /// What an exec ended with, ready to encode.
 pub enum ExecOutcome {
-    Ok(ExecResult),
+    Ok(ExecResult, Option<Changes>),
     Error(String),
 }
 
-impl From<Result<bashkit::Result<ExecResult>, String>> for ExecOutcome {
-    fn from(outcome: Result<bashkit::Result<ExecResult>, String>) -> Self {
-        match outcome {
-            Ok(Ok(result)) => ExecOutcome::Ok(result),
-            Ok(Err(error)) => ExecOutcome::Error(errors::describe(&error)),
-            Err(panic) => ExecOutcome::Error(format!("internal error in the interpreter: {panic}")),
+impl ExecOutcome {
+    fn plain(result: bashkit::Result<ExecResult>) -> Self {
+        match result {
+            Ok(result) => ExecOutcome::Ok(result, None),
+            Err(error) => ExecOutcome::Error(errors::describe(&error)),
         }
+    }
+
+    fn new(
+        result: bashkit::Result<ExecResult>,
+        changes: Option<Changes>,
+        ticket: &ExecTicket,
+        timeout_ms: Option<u64>,
+    ) -> Self {
+        match result {
+            Ok(result) => ExecOutcome::Ok(result, changes),
+            // Our watchdog and `cancel/1` stop a script through the same
+            // token; say which one did.
+            Err(_) if ticket.timed_out() => ExecOutcome::Error(format!(
+                "execution timed out after {} ms (exec option :timeout_ms)",
+                timeout_ms.unwrap_or_default()
+            )),
+            Err(_) if ticket.was_cancelled() => {
+                ExecOutcome::Error("execution cancelled by cancel/1".to_string())
+            }
+            Err(error) => ExecOutcome::Error(errors::describe(&error)),
+        }
+    }
+
+    fn panicked(panic: String) -> Self {
+        ExecOutcome::Error(format!("internal error in the interpreter: {panic}"))
     }
 }
 
 impl Payload for ExecOutcome {
-    /// `{:ok, {stdout, stderr, exit_code, stdout_truncated, stderr_truncated}}`
-    /// or `{:error, message}`.
+    /// `{:ok, {stdout, stderr, exit_code, stdout_truncated, stderr_truncated,
+    /// changes}}` with `changes` `nil` or `{created, modified, deleted,
+    /// complete?}`; or `{:error, message}`.
     fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
         match self {
-            ExecOutcome::Ok(result) => {
+            ExecOutcome::Ok(result, changes) => {
+                let changes = match changes {
+                    Some(c) => (&c.created, &c.modified, &c.deleted, c.complete).encode(env),
+                    None => rustler::types::atom::nil().encode(env),
+                };
                 let fields = (
                     reply::binary(env, result.stdout.as_bytes()),
                     reply::binary(env, result.stderr.as_bytes()),
                     result.exit_code,
                     result.stdout_truncated,
                     result.stderr_truncated,
+                    changes,
                 );
                 (reply::ok(), fields).encode(env)
             }
             ExecOutcome::Error(message) => ErrorMessage(message.clone()).encode(env),
         }
+    }
+}
+
+/// `state/1`: a plain view of the shell, taken between scripts.
+pub fn state(session: ResourceArc<SessionResource>, reply: ReplyTo) {
+    runtime::spawn(async move {
+        let outcome = guard::catch_future(async {
+            let bash = session.bash.lock().await;
+            ShellStateView::from(bash.shell_state())
+        })
+        .await;
+        match outcome {
+            Ok(view) => reply.finish(&view),
+            Err(panic) => reply.finish(&ErrorMessage(format!("internal error: {panic}"))),
+        }
+    });
+}
+
+/// The parts of the shell state `state/1` shows.
+pub struct ShellStateView {
+    env: HashMap<String, String>,
+    variables: HashMap<String, String>,
+    cwd: String,
+    functions: Vec<String>,
+    aliases: HashMap<String, String>,
+    last_exit_code: i32,
+}
+
+impl From<bashkit::ShellState> for ShellStateView {
+    fn from(state: bashkit::ShellState) -> Self {
+        let mut functions: Vec<String> = state.functions.into_keys().collect();
+        functions.sort_unstable();
+        Self {
+            env: state.env,
+            // `shopt` settings live in the variable table as SHOPT_*: they
+            // are options, not variables anyone set.
+            variables: state
+                .variables
+                .into_iter()
+                .filter(|(k, _)| !k.starts_with("SHOPT_"))
+                .collect(),
+            cwd: state.cwd.to_string_lossy().into_owned(),
+            functions,
+            aliases: state.aliases,
+            last_exit_code: state.last_exit_code,
+        }
+    }
+}
+
+mod keys {
+    rustler::atoms! { env, variables, cwd, functions, aliases, last_exit_code }
+}
+
+impl Payload for ShellStateView {
+    fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
+        let pairs = [
+            (keys::env().encode(env), self.env.encode(env)),
+            (keys::variables().encode(env), self.variables.encode(env)),
+            (keys::cwd().encode(env), self.cwd.encode(env)),
+            (keys::functions().encode(env), self.functions.encode(env)),
+            (keys::aliases().encode(env), self.aliases.encode(env)),
+            (
+                keys::last_exit_code().encode(env),
+                self.last_exit_code.encode(env),
+            ),
+        ];
+        let map = Term::map_from_pairs(env, &pairs).expect("distinct keys");
+        (reply::ok(), map).encode(env)
+    }
+}
+
+/// `reset/1`: rebuild the interpreter from the session's configuration,
+/// keeping its capabilities (builtins, backends, mounts, limits, network)
+/// because they are part of that configuration.
+pub fn reset(session: ResourceArc<SessionResource>, reply: ReplyTo) {
+    runtime::spawn(async move {
+        let outcome = guard::catch_future(async {
+            let mut bash = session.bash.lock().await;
+            let config = &session.config;
+            let fresh =
+                options::build_bash(config, session.channel.as_ref(), Some(&session.interrupt));
+            options::prepare(&fresh, config, session.channel.as_ref()).await?;
+            *session.fs.write() = fresh.fs();
+            *bash = fresh;
+            Ok::<(), String>(())
+        })
+        .await;
+        match outcome {
+            Ok(Ok(())) => reply.finish(&Done),
+            Ok(Err(message)) => reply.finish(&ErrorMessage(message)),
+            Err(panic) => reply.finish(&ErrorMessage(format!("internal error: {panic}"))),
+        }
+    });
+}
+
+/// `:ok`.
+pub struct Done;
+
+impl Payload for Done {
+    fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
+        reply::ok().encode(env)
     }
 }

@@ -66,6 +66,9 @@ impl ElixirFs {
                 ),
             )
             .into()),
+            Err(CallError::Interrupted) => {
+                Err(IoError::new(ErrorKind::Interrupted, "Interrupted").into())
+            }
             Err(CallError::CallerGone) => {
                 Err(IoError::other("virtual_fs backend unavailable: caller gone").into())
             }

@@ -1,0 +1,193 @@
+//! Interrupting a command that is waiting, for `cancel/1` and per-call
+//! timeouts.
+//!
+//! bashkit checks its cancellation token between commands and inside its
+//! budget checks, which stops busy scripts. A command that *waits* (bashkit's
+//! `sleep`, a back-call into Elixir) would still run to its end, so a 100 ms
+//! timeout around `sleep 10` would take 10 s. bashkit can abort a waiting
+//! command only from its terminal front end, and dropping the exec future
+//! from outside would skip its state reconciliation. So the waits we own
+//! listen to an [`Interrupt`] instead: back-calls race it, and the session
+//! registers a `sleep` with GNU semantics and bashkit's 60 s cap that does
+//! too. Once woken, the command returns and the token stops the script.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bashkit::{Builtin, BuiltinContext, ExecResult};
+use tokio::sync::Notify;
+
+/// bashkit's own cap on one `sleep`.
+const MAX_SLEEP_SECONDS: f64 = 60.0;
+
+/// The "stop waiting" signal of one session.
+#[derive(Debug, Default)]
+pub struct Interrupt {
+    raised: AtomicBool,
+    notify: Notify,
+}
+
+impl Interrupt {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Wake every wait now and make later waits return at once.
+    pub fn raise(&self) {
+        self.raised.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    /// Re-arm for the next exec.
+    pub fn clear(&self) {
+        self.raised.store(false, Ordering::SeqCst);
+    }
+
+    /// Resolves once the interrupt is raised.
+    pub async fn wait(&self) {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            // Register before checking the flag, so a raise in between is
+            // not lost.
+            notified.as_mut().enable();
+            if self.raised.load(Ordering::SeqCst) {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// `sleep`, interruptible.
+pub struct InterruptibleSleep {
+    interrupt: Arc<Interrupt>,
+}
+
+impl InterruptibleSleep {
+    pub fn new(interrupt: Arc<Interrupt>) -> Self {
+        Self { interrupt }
+    }
+}
+
+fn err(message: String) -> ExecResult {
+    ExecResult::err(format!("sleep: {message}\n"), 1)
+}
+
+/// One GNU `sleep` operand in seconds: a decimal number (or `inf`) with an
+/// optional `s`, `m`, `h` or `d` suffix. `None` if invalid or negative.
+pub fn parse_interval(arg: &str) -> Option<f64> {
+    let trimmed = arg.trim_start();
+    let (number, suffix) = match trimmed.find(|c: char| matches!(c, 's' | 'm' | 'h' | 'd')) {
+        Some(at) if at + 1 == trimmed.len() => trimmed.split_at(at),
+        _ => (trimmed, ""),
+    };
+    let value: f64 = match number.to_ascii_lowercase().as_str() {
+        "inf" | "infinity" => f64::INFINITY,
+        n => n.parse().ok()?,
+    };
+    let multiplier = match suffix {
+        "" | "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => 86400.0,
+    };
+    (!value.is_nan() && value >= 0.0).then_some(value * multiplier)
+}
+
+#[bashkit::async_trait]
+impl Builtin for InterruptibleSleep {
+    async fn execute(&self, ctx: BuiltinContext<'_>) -> bashkit::Result<ExecResult> {
+        let mut seconds = 0.0;
+        let mut operands = 0;
+        let mut args = ctx.args.iter();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--help" => {
+                    return Ok(ExecResult::ok(
+                        "Usage: sleep NUMBER[SUFFIX]...\nPause for the sum of the intervals \
+                         (s, m, h, d suffixes). At most 60 seconds.\n",
+                    ))
+                }
+                "--version" => return Ok(ExecResult::ok("sleep (ex_bashkit) 0.1\n")),
+                "--" => {
+                    for operand in args.by_ref() {
+                        operands += 1;
+                        match parse_interval(operand) {
+                            Some(s) => seconds += s,
+                            None => return Ok(err(format!("invalid time interval '{operand}'"))),
+                        }
+                    }
+                }
+                option if option.len() > 1 && option.starts_with('-') => {
+                    let flag = option.chars().nth(1).unwrap_or('-');
+                    return Ok(err(format!("invalid option -- '{flag}'")));
+                }
+                operand => {
+                    operands += 1;
+                    match parse_interval(operand) {
+                        Some(s) => seconds += s,
+                        None => return Ok(err(format!("invalid time interval '{operand}'"))),
+                    }
+                }
+            }
+        }
+        if operands == 0 {
+            return Ok(err("missing operand".to_string()));
+        }
+        let seconds = seconds.min(MAX_SLEEP_SECONDS);
+        if seconds > 0.0 {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs_f64(seconds)) => {}
+                _ = self.interrupt.wait() => {
+                    return Ok(ExecResult::err("sleep: interrupted\n", 130));
+                }
+            }
+        }
+        Ok(ExecResult::ok(String::new()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn parses_gnu_intervals() {
+        assert_eq!(parse_interval("1.5"), Some(1.5));
+        assert_eq!(parse_interval("2m"), Some(120.0));
+        assert_eq!(parse_interval("1h"), Some(3600.0));
+        assert_eq!(parse_interval("0.5d"), Some(43200.0));
+        assert_eq!(parse_interval("inf"), Some(f64::INFINITY));
+        assert_eq!(parse_interval("-1"), None);
+        assert_eq!(parse_interval("abc"), None);
+        assert_eq!(parse_interval("1x"), None);
+    }
+
+    #[test]
+    fn a_raise_wakes_current_and_later_waits() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let interrupt = Interrupt::new();
+        let waker = Arc::clone(&interrupt);
+        let start = Instant::now();
+        rt.block_on(async {
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                waker.raise();
+            });
+            tokio::select! {
+                _ = interrupt.wait() => {}
+                _ = tokio::time::sleep(Duration::from_secs(10)) => panic!("not woken"),
+            }
+            interrupt.wait().await;
+        });
+        assert!(start.elapsed() < Duration::from_secs(5));
+        interrupt.clear();
+        assert!(!interrupt.raised.load(Ordering::SeqCst));
+    }
+}

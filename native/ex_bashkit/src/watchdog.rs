@@ -1,0 +1,212 @@
+//! Deadlines for per-call timeouts (`exec/3`'s `:timeout_ms`).
+//!
+//! One plain thread sleeps until the earliest deadline and then cancels that
+//! exec through its cancellation token, which bashkit polls at every command
+//! boundary and inside its budget checks. A thread of its own, not a tokio
+//! timer: a script that never yields can keep every interpreter thread busy,
+//! and the deadline must still fire.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock, Weak};
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::interrupt::Interrupt;
+
+/// The cancellation state of one exec, shared by the exec, `cancel/1` and
+/// the watchdog. It exists from submission on, so an exec can be cancelled
+/// (or time out) while it still waits for its turn; the interpreter's token
+/// is only touched once the exec runs, since it is shared by all of them.
+#[derive(Debug)]
+pub struct ExecTicket {
+    pub id: u64,
+    /// The interpreter's token and the session's interrupt, once the exec
+    /// runs.
+    running: Mutex<Option<(Arc<AtomicBool>, Arc<Interrupt>)>>,
+    cancelled: AtomicBool,
+    timed_out: AtomicBool,
+}
+
+impl ExecTicket {
+    pub fn new(id: u64) -> Arc<Self> {
+        Arc::new(Self {
+            id,
+            running: Mutex::new(None),
+            cancelled: AtomicBool::new(false),
+            timed_out: AtomicBool::new(false),
+        })
+    }
+
+    /// The exec starts running with `token` and `interrupt` (both re-armed
+    /// by the caller); a cancel or timeout that came first takes effect now.
+    pub fn start(&self, token: Arc<AtomicBool>, interrupt: Arc<Interrupt>) {
+        let mut slot = self.running.lock();
+        if self.was_cancelled() || self.timed_out() {
+            token.store(true, Ordering::SeqCst);
+            interrupt.raise();
+        }
+        *slot = Some((token, interrupt));
+    }
+
+    fn stop(&self, flag: &AtomicBool) {
+        let slot = self.running.lock();
+        flag.store(true, Ordering::SeqCst);
+        if let Some((token, interrupt)) = &*slot {
+            token.store(true, Ordering::SeqCst);
+            interrupt.raise();
+        }
+    }
+
+    /// Stop the exec at its next check (`cancel/1`).
+    pub fn cancel(&self) {
+        self.stop(&self.cancelled);
+    }
+
+    fn time_out(&self) {
+        self.stop(&self.timed_out);
+    }
+
+    pub fn was_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+
+    pub fn timed_out(&self) -> bool {
+        self.timed_out.load(Ordering::SeqCst)
+    }
+}
+
+struct Entry {
+    at: Instant,
+    seq: u64,
+    ticket: Weak<ExecTicket>,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+struct Queue {
+    heap: BinaryHeap<Reverse<Entry>>,
+    seq: u64,
+    /// Size at which entries of ended execs are swept out, so a stream of
+    /// short execs with long deadlines cannot grow the heap without bound.
+    sweep_at: usize,
+}
+
+struct Watchdog {
+    queue: Mutex<Queue>,
+    wake: Condvar,
+}
+
+static WATCHDOG: LazyLock<Arc<Watchdog>> = LazyLock::new(|| {
+    let dog = Arc::new(Watchdog {
+        queue: Mutex::new(Queue {
+            heap: BinaryHeap::new(),
+            seq: 0,
+            sweep_at: 1024,
+        }),
+        wake: Condvar::new(),
+    });
+    let worker = Arc::clone(&dog);
+    std::thread::Builder::new()
+        .name("ex_bashkit_watchdog".into())
+        .spawn(move || worker.run())
+        .expect("ex_bashkit: cannot start the watchdog thread");
+    dog
+});
+
+impl Watchdog {
+    fn run(&self) {
+        let mut queue = self.queue.lock();
+        loop {
+            let now = Instant::now();
+            while queue.heap.peek().is_some_and(|Reverse(e)| e.at <= now) {
+                let Reverse(entry) = queue.heap.pop().expect("peeked");
+                // A ticket already dropped belongs to an exec that ended.
+                if let Some(ticket) = entry.ticket.upgrade() {
+                    ticket.time_out();
+                }
+            }
+            match queue.heap.peek().map(|Reverse(e)| e.at) {
+                Some(at) => {
+                    self.wake.wait_until(&mut queue, at);
+                }
+                None => self.wake.wait(&mut queue),
+            }
+        }
+    }
+}
+
+/// Time `ticket` out at `at` unless it has ended (been dropped) by then.
+pub fn schedule(at: Instant, ticket: &Arc<ExecTicket>) {
+    let dog = &*WATCHDOG;
+    let mut queue = dog.queue.lock();
+    if queue.heap.len() >= queue.sweep_at {
+        queue.heap.retain(|Reverse(e)| e.ticket.strong_count() > 0);
+        queue.sweep_at = (queue.heap.len() * 2).max(1024);
+    }
+    queue.seq += 1;
+    let seq = queue.seq;
+    queue.heap.push(Reverse(Entry {
+        at,
+        seq,
+        ticket: Arc::downgrade(ticket),
+    }));
+    dog.wake.notify_one();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn fires_at_the_deadline_and_skips_ended_execs() {
+        let token = Arc::new(AtomicBool::new(false));
+        let ticket = ExecTicket::new(1);
+        ticket.start(Arc::clone(&token), Interrupt::new());
+        let ended = ExecTicket::new(2);
+        schedule(Instant::now() + Duration::from_millis(20), &ended);
+        drop(ended);
+        schedule(Instant::now() + Duration::from_millis(30), &ticket);
+        let start = Instant::now();
+        while !token.load(Ordering::SeqCst) {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "deadline never fired"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(ticket.timed_out());
+        assert!(!ticket.was_cancelled());
+    }
+
+    #[test]
+    fn a_cancel_before_start_applies_at_start_only() {
+        let token = Arc::new(AtomicBool::new(false));
+        let ticket = ExecTicket::new(3);
+        ticket.cancel();
+        assert!(
+            !token.load(Ordering::SeqCst),
+            "a queued exec must not stop the running one"
+        );
+        ticket.start(Arc::clone(&token), Interrupt::new());
+        assert!(token.load(Ordering::SeqCst));
+    }
+}

@@ -79,7 +79,7 @@ fn err(message: String) -> ExecResult {
 /// optional `s`, `m`, `h` or `d` suffix. `None` if invalid or negative.
 pub fn parse_interval(arg: &str) -> Option<f64> {
     let trimmed = arg.trim_start();
-    let (number, suffix) = match trimmed.find(|c: char| matches!(c, 's' | 'm' | 'h' | 'd')) {
+    let (number, suffix) = match trimmed.find(['s', 'm', 'h', 'd']) {
         Some(at) if at + 1 == trimmed.len() => trimmed.split_at(at),
         _ => (trimmed, ""),
     };

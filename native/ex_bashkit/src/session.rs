@@ -270,14 +270,14 @@ pub fn exec_once(script: String, reply: ReplyTo) {
 
 /// What an exec ended with, ready to encode.
 pub enum ExecOutcome {
-    Ok(ExecResult, Option<Changes>),
+    Ok(Box<ExecResult>, Option<Changes>),
     Error(String),
 }
 
 impl ExecOutcome {
     fn plain(result: bashkit::Result<ExecResult>) -> Self {
         match result {
-            Ok(result) => ExecOutcome::Ok(result, None),
+            Ok(result) => ExecOutcome::Ok(Box::new(result), None),
             Err(error) => ExecOutcome::Error(errors::describe(&error)),
         }
     }
@@ -289,7 +289,7 @@ impl ExecOutcome {
         timeout_ms: Option<u64>,
     ) -> Self {
         match result {
-            Ok(result) => ExecOutcome::Ok(result, changes),
+            Ok(result) => ExecOutcome::Ok(Box::new(result), changes),
             // Our watchdog and `cancel/1` stop a script through the same
             // token; say which one did.
             Err(_) if ticket.timed_out() => ExecOutcome::Error(format!(

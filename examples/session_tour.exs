@@ -41,7 +41,12 @@ session =
 IO.puts("Session: " <> inspect(session))
 
 say.("State carries across calls: variables, functions, cwd, files")
-show.(session, "export TOTAL=0; summarize() { awk -F, 'NR>1 {s[$1]+=$2} END {for (r in s) print r, s[r]}' \"$1\" | sort; }")
+
+show.(
+  session,
+  "export TOTAL=0; summarize() { awk -F, 'NR>1 {s[$1]+=$2} END {for (r in s) print r, s[r]}' \"$1\" | sort; }"
+)
+
 show.(session, "summarize data/sales.csv | tee report.txt")
 show.(session, "cd data && pwd && ls")
 show.(session, "echo \"project $PROJECT, report has $(wc -l < ../report.txt) lines\"")
@@ -72,6 +77,8 @@ say.("Which files did a command touch?")
 IO.inspect(result.changes, label: "changes")
 
 say.("State, then back to the start")
+
 IO.inspect(Session.state(session) |> Map.take([:cwd, :functions, :last_exit_code]), label: "state")
+
 :ok = Session.reset(session)
 show.(session, "pwd; ls /work; type summarize 2>&1 | head -1")

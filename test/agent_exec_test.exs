@@ -303,3 +303,50 @@ defmodule ExBashkit.AgentExecTest do
     end
   end
 end
+
+defmodule ExBashkit.CallerDeathTest do
+  # An exec whose caller dies is cancelled: nobody will read its answer.
+  use ExUnit.Case, async: true
+
+  alias ExBashkit.{Result, Session}
+
+  defp wait_until(fun) do
+    unless fun.() do
+      Process.sleep(1)
+      wait_until(fun)
+    end
+  end
+
+  defp waiting_for_reply?(pid) do
+    match?(
+      {:current_function, {ExBashkit.Callbacks, :next, 2}},
+      Process.info(pid, :current_function)
+    )
+  end
+
+  test "a running exec stops when its caller is killed" do
+    s = Session.new()
+    caller = spawn(fn -> Session.exec(s, "sleep 30") end)
+    wait_until(fn -> inspect(s) =~ "status: :running" end)
+    Process.exit(caller, :kill)
+
+    started = System.monotonic_time(:millisecond)
+    assert {:ok, %Result{stdout: "next\n"}} = Session.exec(s, "echo next")
+    assert System.monotonic_time(:millisecond) - started < 5_000
+  end
+
+  test "a queued exec whose caller died never runs" do
+    s = Session.new(files: %{"/gate" => ""})
+    first = Task.async(fn -> Session.exec(s, "while [ -e /gate ]; do sleep 0.01; done") end)
+    wait_until(fn -> inspect(s) =~ "status: :running" end)
+
+    queued = spawn(fn -> Session.exec(s, "echo ran > /queued") end)
+    wait_until(fn -> waiting_for_reply?(queued) end)
+    Process.exit(queued, :kill)
+
+    :ok = Session.remove(s, "/gate")
+    assert {:ok, %Result{exit_code: 0}} = Task.await(first)
+    assert {:ok, %Result{}} = Session.exec(s, "true")
+    assert {:error, _} = Session.stat(s, "/queued")
+  end
+end

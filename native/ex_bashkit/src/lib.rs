@@ -76,9 +76,11 @@ fn session_exec<'a>(
 ) -> Term<'a> {
     answer(env, || {
         Ok(session::exec(
+            env,
             session,
             script,
             call,
+            pid,
             ReplyTo::new(pid, reference),
         ))
     })

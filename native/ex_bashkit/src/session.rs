@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use bashkit::{Bash, ExecOptions, ExecResult, FileSystem};
 use parking_lot::{Mutex, RwLock};
-use rustler::{Encoder, Env, NifMap, ResourceArc, Term};
+use rustler::{Encoder, Env, LocalPid, Monitor, NifMap, ResourceArc, Term};
 
 use crate::callbacks::CallbackChannel;
 use crate::changes::{self, Changes};
@@ -49,8 +49,9 @@ pub struct SessionResource {
     fs: RwLock<Arc<dyn FileSystem>>,
     /// The running exec's cancellation state, for `cancel/1`.
     current: Mutex<Option<Arc<ExecTicket>>>,
-    /// Every submitted exec not yet ended, by id, for `cancel_exec`.
-    tickets: Mutex<HashMap<u64, Weak<ExecTicket>>>,
+    /// Every submitted exec not yet ended, by id, with the monitor on its
+    /// caller: `cancel_exec`, and cancelling the execs of a caller that died.
+    tickets: Mutex<HashMap<u64, Pending>>,
     /// Route of builtin / virtual_fs back-calls, when the session has any.
     channel: Option<Arc<CallbackChannel>>,
     /// Wakes the running exec's waits (sleep, back-calls) on cancel/timeout.
@@ -64,8 +65,27 @@ pub struct SessionResource {
 impl std::panic::RefUnwindSafe for SessionResource {}
 impl std::panic::UnwindSafe for SessionResource {}
 
+/// A submitted exec, as the session tracks it until it ends.
+struct Pending {
+    ticket: Weak<ExecTicket>,
+    caller_monitor: Option<Monitor>,
+}
+
 #[rustler::resource_impl]
-impl rustler::Resource for SessionResource {}
+impl rustler::Resource for SessionResource {
+    /// The caller of an exec died: nobody will read the answer, so stop the
+    /// exec (running) or make it end at once when its turn comes (queued).
+    fn down<'a>(&'a self, _env: Env<'a>, _pid: LocalPid, monitor: Monitor) {
+        let tickets = self.tickets.lock();
+        for pending in tickets.values() {
+            if pending.caller_monitor.as_ref() == Some(&monitor) {
+                if let Some(ticket) = pending.ticket.upgrade() {
+                    ticket.cancel();
+                }
+            }
+        }
+    }
+}
 
 impl Drop for SessionResource {
     fn drop(&mut self) {
@@ -124,7 +144,12 @@ impl SessionResource {
 
     /// Stop exec `id`, running or still queued. Returns whether it existed.
     pub fn cancel_exec(&self, id: u64) -> bool {
-        match self.tickets.lock().get(&id).and_then(Weak::upgrade) {
+        match self
+            .tickets
+            .lock()
+            .get(&id)
+            .and_then(|p| p.ticket.upgrade())
+        {
             Some(ticket) => {
                 ticket.cancel();
                 true
@@ -132,13 +157,26 @@ impl SessionResource {
             None => false,
         }
     }
+}
 
-    fn submit(&self) -> Arc<ExecTicket> {
-        let ticket = ExecTicket::new(NEXT_EXEC.fetch_add(1, Ordering::Relaxed));
-        self.tickets
-            .lock()
-            .insert(ticket.id, Arc::downgrade(&ticket));
-        ticket
+/// Register a new exec of `session` by the process `caller`, monitored so
+/// that its death cancels the exec.
+fn submit(session: &ResourceArc<SessionResource>, env: Env, caller: LocalPid) -> Arc<ExecTicket> {
+    let ticket = ExecTicket::new(NEXT_EXEC.fetch_add(1, Ordering::Relaxed));
+    let caller_monitor = session.monitor(Some(env), &caller);
+    let pending = Pending {
+        ticket: Arc::downgrade(&ticket),
+        caller_monitor,
+    };
+    session.tickets.lock().insert(ticket.id, pending);
+    ticket
+}
+
+/// Forget exec `id` and its caller monitor (from an interpreter thread).
+fn forget(session: &ResourceArc<SessionResource>, id: u64) {
+    let pending = session.tickets.lock().remove(&id);
+    if let Some(monitor) = pending.and_then(|p| p.caller_monitor) {
+        session.demonitor(None, &monitor);
     }
 }
 
@@ -153,11 +191,9 @@ pub struct ExecCallOptions {
     pub track_changes: bool,
 }
 
-/// Marks the session busy with `ticket` while it runs; forgets the ticket
-/// when the exec ends, however it ends.
+/// Marks the session busy with `ticket` while it runs.
 struct Running<'a> {
     session: &'a SessionResource,
-    id: u64,
 }
 
 impl<'a> Running<'a> {
@@ -169,17 +205,13 @@ impl<'a> Running<'a> {
         session.interrupt.clear();
         ticket.start(token, Arc::clone(&session.interrupt));
         *session.current.lock() = Some(Arc::clone(ticket));
-        Running {
-            session,
-            id: ticket.id,
-        }
+        Running { session }
     }
 }
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
         *self.session.current.lock() = None;
-        self.session.tickets.lock().remove(&self.id);
     }
 }
 
@@ -212,13 +244,15 @@ fn bashkit_options(call: &mut ExecCallOptions, caller: &SharedCaller) -> ExecOpt
 /// Run `script` on `session` and answer `reply` when it ends. Returns the
 /// exec's id (for `cancel_exec`).
 pub fn exec(
+    env: Env,
     session: ResourceArc<SessionResource>,
     script: String,
     mut call: ExecCallOptions,
+    caller_pid: LocalPid,
     reply: ReplyTo,
 ) -> u64 {
     let caller = reply.caller();
-    let ticket = session.submit();
+    let ticket = submit(&session, env, caller_pid);
     let id = ticket.id;
     // A per-call timeout counts from the call, queueing behind other execs
     // of this session included.
@@ -251,6 +285,7 @@ pub fn exec(
             ExecOutcome::new(result, changes, &ticket, call.timeout_ms)
         })
         .await;
+        forget(&session, id);
         reply.finish(&outcome.unwrap_or_else(ExecOutcome::panicked));
     });
     id

@@ -45,6 +45,14 @@ defmodule ExBashkit.Session do
       for each entry.
     * `:limits` - a keyword list or map of resource limits enforced during
       execution (see "Resource limits" below).
+    * `:builtins` - a map of `name => fun` registering Elixir-defined virtual
+      executables a script can invoke (see "Custom builtins" below).
+    * `:builtin_timeout_ms` - how long a single custom-builtin back-call may
+      run before it is abandoned (positive integer, default `30_000`). Also
+      bounds `:virtual_fs` back-calls.
+    * `:virtual_fs` - a map of `mount_path => backend` mounting Elixir-backed
+      filesystems whose reads and writes are serviced by your application
+      (see "Virtual filesystem backends" below and `ExBashkit.VirtualFs`).
 
   A malformed option raises `ArgumentError` naming the option.
 
@@ -91,6 +99,85 @@ defmodule ExBashkit.Session do
   The filesystem functions resolve paths from the root, whatever the session's
   working directory; a relative path like `"out.txt"` means `"/out.txt"`.
   Contents are raw binaries: any bytes round-trip, NUL and non-UTF-8 included.
+
+  ## Custom builtins
+
+  `:builtins` registers Elixir-defined virtual executables: a script line
+  `name args...` calls back into your application, which computes the
+  command's output. This is how a sandbox reaches capabilities you control (a
+  database query, a key/value lookup, an approval prompt) without giving the
+  script real process or network access.
+
+      iex> store = %{"answer" => "42"}
+      iex> session =
+      ...>   ExBashkit.Session.new(
+      ...>     builtins: %{
+      ...>       "kv_get" => fn call ->
+      ...>         case Map.fetch(store, hd(call.args)) do
+      ...>           {:ok, value} -> {:ok, value <> "\\n"}
+      ...>           :error -> {:error, "no such key\\n"}
+      ...>         end
+      ...>       end
+      ...>     }
+      ...>   )
+      iex> {:ok, %ExBashkit.Result{stdout: "42\\n"}} =
+      ...>   ExBashkit.Session.exec(session, "total=$(kv_get answer); echo $total")
+
+  Each builtin is a 1-arity function receiving one map:
+
+    * `:args` - the command's arguments (a list of strings), excluding the name.
+    * `:stdin` - input piped from the previous command (`""` if none).
+    * `:env` - the session's exported environment variables
+      (`%{String.t() => String.t()}`).
+
+  It returns:
+
+    * `{:ok, iodata}` - success; the iodata becomes stdout, exit code `0`.
+    * `{:error, iodata}` - failure; the iodata becomes stderr, exit code `1`.
+    * `%ExBashkit.Result{}` - full control over stdout, stderr and exit code.
+
+  Anything else is a contract violation: the command fails (exit 1) with a
+  descriptive stderr message. A builtin works wherever a command can stand:
+  pipelines, `$(...)`, loops, functions.
+
+  **Robustness.** A builtin that raises, throws, exits, or runs longer than
+  `:builtin_timeout_ms` (exit 124) fails only that command; the session and
+  the caller stay alive.
+
+  **Where it runs.** Each call runs in a fresh process, unlinked from the
+  caller, never in the caller's process: do not rely on the caller's process
+  dictionary or `self()`. The caller only dispatches requests while it waits.
+
+  **No re-entrancy.** A builtin must not call `exec/3` on its own session: the
+  script that called it holds the session, so such a call returns
+  `{:error, "re-entrant exec: ..."}` at once. Driving a different session from
+  inside a builtin is fine, including under load: a script waiting for a
+  builtin holds no thread.
+
+  ## Virtual filesystem backends
+
+  `:virtual_fs` mounts an Elixir-backed filesystem at a path: a script's
+  reads, writes, listings, stats, `mkdir`s and removals under that path are
+  serviced by your application, so "files" can be generated on demand or
+  proxied to a real store. It composes with the in-memory filesystem,
+  `:files` and host mounts.
+
+      iex> session =
+      ...>   ExBashkit.Session.new(
+      ...>     virtual_fs: %{
+      ...>       "/api" => fn
+      ...>         %{op: :read, path: path} -> {:ok, ~s({"path": "\#{path}"}\\n)}
+      ...>         _ -> {:error, :enotsup}
+      ...>       end
+      ...>     }
+      ...>   )
+      iex> {:ok, %ExBashkit.Result{stdout: out}} = ExBashkit.Session.exec(session, "cat /api/users/1.json")
+      iex> out
+      ~s({"path": "/users/1.json"}\\n)
+
+  A backend is a `t:virtual_fs_spec/0`. Paths arrive rooted at the mount. The
+  same failure model, `:builtin_timeout_ms` and no-re-entrancy rule as custom
+  builtins apply. See `ExBashkit.VirtualFs` for the full contract.
   """
 
   alias ExBashkit.{Callbacks, Native, Result}

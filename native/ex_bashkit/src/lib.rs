@@ -6,12 +6,15 @@
 //! `{:error, message}` instead of reaching the VM.
 //!
 //! Modules: `runtime` (interpreter threads), `session` (the resource and
-//! exec), `options` (option term to `Bash`), `fs_api` (filesystem API),
+//! exec), `options` (option term to `Bash`), `mounts` (host directories),
+//! `net` (network allowlist), `fs_api` (filesystem API),
 //! `reply` (messages to Elixir), `errors` (messages), `guard` (panics).
 
 mod errors;
 mod fs_api;
 mod guard;
+mod mounts;
+mod net;
 mod options;
 mod reply;
 mod runtime;

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bashkit::{Bash, ExecutionLimits, FileSystem, NetworkAllowlist, SessionLimits};
+use bashkit::{Bash, ExecutionLimits, FileSystem, SessionLimits};
 use rustler::{Decoder, NifMap, NifResult, Term};
 
 /// An Elixir binary copied into Rust memory.
@@ -64,8 +64,7 @@ pub struct SessionConfig {
     pub limits: Limits,
     pub mounts: Vec<MountSpec>,
     pub allowed_mount_paths: Option<Vec<String>>,
-    /// `None`: no network. `Some([])` is never produced; `:all` arrives as
-    /// `allow_all_net: true`.
+    /// `None` (or empty): no network; `:all` arrives as `allow_all_net: true`.
     pub allow_net: Option<Vec<String>>,
     pub allow_all_net: bool,
     pub block_private_ips: bool,
@@ -140,18 +139,6 @@ pub fn session_limits(limits: &Limits) -> SessionLimits {
         .max_exec_calls(limits.max_exec_calls.unwrap_or(u64::MAX))
 }
 
-fn network(config: &SessionConfig) -> Option<NetworkAllowlist> {
-    if config.allow_all_net {
-        return Some(NetworkAllowlist::allow_all().block_private_ips(config.block_private_ips));
-    }
-    let patterns = config.allow_net.as_ref()?;
-    let mut allowlist = NetworkAllowlist::new().block_private_ips(config.block_private_ips);
-    for pattern in patterns {
-        allowlist = allowlist.allow(pattern.as_str());
-    }
-    Some(allowlist)
-}
-
 /// Build the interpreter `config` describes, with its files seeded.
 pub fn build_bash(config: &SessionConfig) -> Result<Bash, String> {
     let mut builder = Bash::builder()
@@ -163,11 +150,14 @@ pub fn build_bash(config: &SessionConfig) -> Result<Bash, String> {
     for (key, value) in &config.env {
         builder = builder.env(key, value);
     }
-    if let Some(allowlist) = network(config) {
-        builder = builder.network(allowlist);
-    }
+    builder = builder.network(crate::net::allowlist(config)?);
     let mut bash = builder.build();
     enable_alias_expansion(&mut bash);
+    crate::mounts::apply(
+        &bash,
+        &config.mounts,
+        config.allowed_mount_paths.as_deref(),
+    )?;
     seed_files(&bash.fs(), config)?;
     Ok(bash)
 }

@@ -1,0 +1,172 @@
+//! Host directory mounts (`:mounts`, `:allowed_mount_paths`).
+//!
+//! bashkit's builder can mount host directories itself, but a mount it
+//! refuses (sensitive path, missing directory, outside the allowlist) is only
+//! printed to stderr and skipped, so a session could start without a mount
+//! its owner asked for; it also prints a warning for every writable mount.
+//! So the gate runs here and fails loudly, using bashkit's own denylist
+//! (`is_sensitive_mount_path`) on the canonical host path, exactly as the
+//! builder would. A mount that passes is bashkit's `RealFs` attached with
+//! `Bash::mount`: all path containment inside the mount (canonicalization,
+//! `..`, symlinks, writes through links) is bashkit's, not ours.
+
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bashkit::{Bash, FileSystem, PosixFs, RealFs, RealFsMode};
+
+use crate::options::MountSpec;
+
+/// One `:allowed_mount_paths` entry: as given, and canonical when it exists.
+struct AllowedPath {
+    given: String,
+    canonical: Option<PathBuf>,
+}
+
+/// Validate every mount, then attach them all to `bash`. The first mount that
+/// fails the gate is an error naming the mount and the reason.
+pub fn apply(bash: &Bash, mounts: &[MountSpec], allowed: Option<&[String]>) -> Result<(), String> {
+    if mounts.is_empty() {
+        return Ok(());
+    }
+    let allowlist = allowed.map(|paths| {
+        paths
+            .iter()
+            .map(|given| AllowedPath {
+                given: given.clone(),
+                // An entry that does not exist covers nothing that exists:
+                // dropping it fails closed.
+                canonical: std::fs::canonicalize(given).ok(),
+            })
+            .collect::<Vec<_>>()
+    });
+    // Check every mount before attaching any, so a refused one leaves no
+    // half-configured interpreter behind (it is dropped anyway).
+    let checked = mounts
+        .iter()
+        .map(|spec| {
+            gate(spec, allowlist.as_deref())
+                .map(|canonical| (spec, canonical))
+                .map_err(|reason| describe(spec, &reason))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    crate::runtime::block_on(async {
+        for (spec, canonical) in checked {
+            let mode = if spec.writable {
+                RealFsMode::ReadWrite
+            } else {
+                RealFsMode::ReadOnly
+            };
+            let backend = RealFs::open(&canonical, mode)
+                .await
+                .map_err(|e| describe(spec, &format!("cannot open host directory: {e}")))?;
+            let fs: Arc<dyn FileSystem> = Arc::new(PosixFs::new(backend));
+            bash.mount(&spec.vfs_path, fs)
+                .map_err(|e| describe(spec, &format!("cannot mount: {e}")))?;
+        }
+        Ok(())
+    })
+}
+
+fn describe(spec: &MountSpec, reason: &str) -> String {
+    let mode = if spec.writable {
+        ":read_write"
+    } else {
+        ":read_only"
+    };
+    format!(
+        "mount {{{:?}, {:?}, {mode}}}: {reason}",
+        spec.vfs_path, spec.host_path
+    )
+}
+
+/// The canonical host directory `spec` may mount, or why it may not.
+fn gate(spec: &MountSpec, allowlist: Option<&[AllowedPath]>) -> Result<PathBuf, String> {
+    let given = Path::new(&spec.host_path);
+    let canonical = std::fs::canonicalize(given).map_err(|e| match e.kind() {
+        ErrorKind::NotFound => "host path does not exist".to_string(),
+        _ => format!("cannot resolve host path: {e}"),
+    })?;
+    // Name the real target when a symlink (or `..`) led somewhere else: that
+    // is what the gate judged.
+    let resolved = if canonical.as_path() == given {
+        String::new()
+    } else {
+        format!(" (resolves to {})", canonical.display())
+    };
+    if !canonical.is_dir() {
+        return Err(format!("host path is not a directory{resolved}"));
+    }
+    match allowlist {
+        // The allowlist, once set, is the only gate (as in bashkit's builder):
+        // the denylist below no longer applies.
+        Some(entries) => {
+            let covered = entries.iter().any(|entry| {
+                entry
+                    .canonical
+                    .as_deref()
+                    .is_some_and(|allowed| canonical.starts_with(allowed))
+            });
+            if !covered {
+                let listed: Vec<&str> = entries.iter().map(|e| e.given.as_str()).collect();
+                return Err(format!(
+                    "host path{resolved} is not under any :allowed_mount_paths entry {listed:?}"
+                ));
+            }
+        }
+        None => {
+            if bashkit::is_sensitive_mount_path(&canonical) {
+                return Err(format!(
+                    "refused: host path{resolved} is a sensitive host location (the filesystem \
+                     root, /etc, /proc, /sys, /dev, /home, /root, /Users, /private, /run, or a \
+                     path through .ssh, .aws, ...); to mount it deliberately, list a covering \
+                     prefix in :allowed_mount_paths"
+                ));
+            }
+        }
+    }
+    Ok(canonical)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(host: &str) -> MountSpec {
+        MountSpec {
+            vfs_path: "/data".into(),
+            host_path: host.into(),
+            writable: false,
+        }
+    }
+
+    #[test]
+    fn sensitive_paths_are_refused_without_an_allowlist() {
+        for host in ["/", "/etc", "/proc", "/dev"] {
+            let err = gate(&spec(host), None).unwrap_err();
+            assert!(err.contains("sensitive"), "{host}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_allowlist_replaces_the_denylist() {
+        let etc = [AllowedPath {
+            given: "/etc".into(),
+            canonical: std::fs::canonicalize("/etc").ok(),
+        }];
+        assert!(gate(&spec("/etc"), Some(&etc)).is_ok());
+        let err = gate(&spec("/proc"), Some(&etc)).unwrap_err();
+        assert!(err.contains("not under any :allowed_mount_paths"), "{err}");
+        // An empty allowlist admits nothing.
+        assert!(gate(&spec("/etc"), Some(&[])).is_err());
+    }
+
+    #[test]
+    fn missing_and_non_directory_paths_are_named() {
+        let err = gate(&spec("/nonexistent-ex-bashkit-path"), None).unwrap_err();
+        assert_eq!(err, "host path does not exist");
+        let err = gate(&spec("/proc/self/status"), None).unwrap_err();
+        assert!(err.contains("not a directory"), "{err}");
+    }
+}

@@ -507,6 +507,34 @@ defmodule ExBashkit.MountsTest do
     end
   end
 
+  describe "special files on the host" do
+    # bashkit would read a FIFO like a file and block forever (the script
+    # times out, an interpreter thread stays stuck; read_file/2 never
+    # returns). Our guard refuses FIFOs, sockets and devices on host mounts.
+    test "a FIFO in a mounted directory is refused, not waited on" do
+      dir = HostDir.create!(%{"ok.txt" => "fine\n"})
+      {_, 0} = System.cmd("mkfifo", [Path.join(dir, "pipe")])
+
+      session = Session.new(mounts: [{"/m", dir, :read_write}], limits: [timeout_ms: 10_000])
+
+      for script <- ["cat /m/pipe", "cat < /m/pipe", "cp /m/pipe /tmp/p", "echo x >> /m/pipe"] do
+        assert {:ok, result} = Session.exec(session, script)
+        assert result.exit_code != 0, script
+        assert result.stderr =~ "a FIFO on a host mount cannot be read", script
+      end
+
+      task = Task.async(fn -> Session.read_file(session, "/m/pipe") end)
+
+      assert {:ok, {:error, "/m/pipe: a FIFO on a host mount cannot be read"}} =
+               Task.yield(task, 10_000)
+
+      assert {:ok, %{stdout: "fine\n"}} = Session.exec(session, "cat /m/ok.txt")
+      # Writing replaces the entry (a staged file renamed over it): no wait.
+      assert {:ok, %{exit_code: 0}} = Session.exec(session, "echo new > /m/pipe")
+      assert File.read!(Path.join(dir, "pipe")) == "new\n"
+    end
+  end
+
   describe "layout" do
     test "nested mounts: the longest vfs prefix wins" do
       outer = HostDir.create!(%{"o.txt" => "outer\n"})

@@ -153,11 +153,7 @@ pub fn build_bash(config: &SessionConfig) -> Result<Bash, String> {
     builder = builder.network(crate::net::allowlist(config)?);
     let mut bash = builder.build();
     enable_alias_expansion(&mut bash);
-    crate::mounts::apply(
-        &bash,
-        &config.mounts,
-        config.allowed_mount_paths.as_deref(),
-    )?;
+    crate::mounts::apply(&bash, &config.mounts, config.allowed_mount_paths.as_deref())?;
     seed_files(&bash.fs(), config)?;
     Ok(bash)
 }

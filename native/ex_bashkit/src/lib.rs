@@ -19,6 +19,8 @@ mod options;
 mod reply;
 mod runtime;
 mod session;
+#[cfg(test)]
+mod test_stubs;
 
 use rustler::{Binary, Encoder, Env, LocalPid, ResourceArc, Term};
 

@@ -152,14 +152,13 @@ struct RegularFilesOnly {
 
 impl RegularFilesOnly {
     /// Fails for a FIFO, socket or device at `path`. Containment is
-    /// `RealFs`'s: its `stat` runs first, so the host is only looked at for a
-    /// path it accepted (and a missing path is left for it to report).
+    /// `RealFs`'s: a special file is only reported for a path its `stat`
+    /// accepts, so nothing is revealed about the host outside the mount (an
+    /// escaping path is left for `RealFs` to refuse). The common case costs
+    /// one `lstat`.
     #[cfg(unix)]
     async fn check_readable(&self, path: &Path) -> bashkit::Result<()> {
         use std::os::unix::fs::FileTypeExt;
-        if self.inner.stat(path).await.is_err() {
-            return Ok(());
-        }
         let normalized = bashkit::normalize_path(path);
         let relative = normalized.strip_prefix("/").unwrap_or(&normalized);
         let Ok(meta) = tokio::fs::symlink_metadata(self.root.join(relative)).await else {
@@ -175,6 +174,9 @@ impl RegularFilesOnly {
         } else {
             return Ok(());
         };
+        if self.inner.stat(path).await.is_err() {
+            return Ok(());
+        }
         // `Unsupported`: bashkit does not retry it as a possible symlink.
         Err(std::io::Error::new(
             ErrorKind::Unsupported,

@@ -43,6 +43,12 @@ defmodule ExBashkit.Session do
       virtual filesystem before the first call, creating parent directories as
       needed. Content is any `t:iodata/0`. Equivalent to calling `write_file/3`
       for each entry.
+    * `:mounts` - a list of `{vfs_path, host_path, mode}` tuples mapping a real
+      host directory into the sandbox, `mode` being `:read_only` or
+      `:read_write` (see "Host mounts" below).
+    * `:allowed_mount_paths` - host paths under which mounts are allowed; once
+      set, it replaces the built-in denylist of sensitive locations (see
+      "Host mounts").
     * `:limits` - a keyword list or map of resource limits enforced during
       execution (see "Resource limits" below).
     * `:builtins` - a map of `name => fun` registering Elixir-defined virtual
@@ -53,6 +59,10 @@ defmodule ExBashkit.Session do
     * `:virtual_fs` - a map of `mount_path => backend` mounting Elixir-backed
       filesystems whose reads and writes are serviced by your application
       (see "Virtual filesystem backends" below and `ExBashkit.VirtualFs`).
+    * `:allow_net` - a list of URL patterns `curl`, `wget` and `http` may reach,
+      or `:all` (see "Network access" below). Omitted, there is no network.
+    * `:block_private_ips` - refuse requests to private and reserved addresses
+      even when allowlisted (default `true`; see "Network access").
 
   A malformed option raises `ArgumentError` naming the option.
 
@@ -178,6 +188,105 @@ defmodule ExBashkit.Session do
   A backend is a `t:virtual_fs_spec/0`. Paths arrive rooted at the mount. The
   same failure model, `:builtin_timeout_ms` and no-re-entrancy rule as custom
   builtins apply. See `ExBashkit.VirtualFs` for the full contract.
+  ## Host mounts
+
+  By default nothing on the real host is reachable. `:mounts` maps real host
+  directories into the sandbox's filesystem:
+
+      ExBashkit.Session.new(
+        mounts: [
+          {"/data", "/srv/app/data", :read_only},
+          {"/work", "/tmp/sandbox-work", :read_write}
+        ]
+      )
+
+    * `:read_only` - scripts read host files; every write (`>`, `>>`, `rm`,
+      `mv`, `mkdir`, `touch`, `cp`, `ln`, `chmod`, `sed -i`, ...) fails with
+      "realfs is mounted readonly" on stderr and a non-zero exit.
+    * `:read_write` - writes reach the real disk. A footgun: use a dedicated
+      directory. There is no quota: a script can grow files there within its
+      `:limits`, and a host file a script reads is loaded into memory whole.
+
+  The filesystem functions (`read_file/2`, `write_file/3`, `stat/2`,
+  `list_dir/2`, `mkdir/3`, `remove/3`, `rename/3`) go through mounts exactly as
+  scripts do; under a `:read_only` mount a write returns
+  `{:error, "<path>: read-only file system"}`. Changes made on the host are
+  visible at once. Mounts are configuration: `snapshot/2` does not capture
+  their contents.
+
+  Isolation inside a mount is bashkit's (`RealFs`), checked on every access:
+
+    * host paths are canonicalized and must stay under the mounted directory,
+      component by component: a mount of `/srv/app/data` never reaches
+      `/srv/app/secrets`, nor `/srv/app/data2`;
+    * `..` is resolved in the sandbox, so `/data/..` is the sandbox's `/`, not
+      the host's `/srv/app`;
+    * a symlink (relative or absolute, made on the host before or after
+      mounting, even one swapped in for a directory a script is using) that
+      leads outside the mounted directory is refused ("path escapes realfs
+      root"); a link's target, when followed, names a *sandbox* path, so an
+      absolute link to `/etc/passwd` is the sandbox's `/etc/passwd`, never the
+      host's;
+    * scripts cannot create symlinks with an absolute target or a `..` in a
+      `:read_write` mount;
+    * a FIFO, socket or device node on the host is refused rather than read
+      (a FIFO would block the reader forever).
+
+  Some host locations are refused by default, judged after resolving symlinks:
+  the filesystem root, `/etc`, `/proc`, `/sys`, `/dev`, `/boot`, `/root`,
+  `/home`, `/Users`, `/run`, `/var/run`, `/private` (on macOS this includes
+  the temporary directories under `/private/var/folders`), and any path
+  through a `.ssh`, `.aws`, `.kube`, `.docker`, `.gnupg` or `.gcloud`
+  directory. `:allowed_mount_paths` is a switch, not an addition: once it is
+  set, that denylist is off and the allowlist is the only gate: every mount's
+  host path (resolved) must then sit under one of its entries. An empty list
+  admits nothing.
+
+  A misconfigured mount raises `ArgumentError` from `new/1`, naming the mount
+  and the reason: an unknown mode, a host path that is missing, not a directory
+  or refused, a mount at `/`, two mounts at one path, or a path also used by
+  `:virtual_fs`. A mount is never silently skipped.
+
+  ## Network access
+
+  By default a session has no network: `curl`, `wget` and `http` fail with
+  "access denied: no URLs are allowed" on stderr and a non-zero exit.
+  `:allow_net` grants access to a list of URL patterns:
+
+      session =
+        ExBashkit.Session.new(
+          allow_net: ["https://api.example.com", "https://cdn.example.com/assets"]
+        )
+
+      {:ok, result} = ExBashkit.Session.exec(session, "curl -s https://api.example.com/v1/health")
+
+  The allowlist is default-deny. A request is allowed when its scheme, host
+  and port equal a pattern's (default ports applied; no wildcards, a subdomain
+  is another host) and its path starts with the pattern's path at a segment
+  boundary (`/assets` allows `/assets` and `/assets/x`, not `/assetsx`).
+  URLs and patterns are parsed by the same URL parser before they are compared,
+  so `http://2130706433/` is `http://127.0.0.1/`. A pattern must be an
+  `http`/`https` URL with a host and no credentials, query or fragment, or
+  `new/1` raises `ArgumentError`. An empty list means no network.
+  `allow_net: :all` lifts the allowlist: only for fully trusted scripts.
+
+  Redirects are not followed: the script gets the 3xx response. `curl -L`
+  follows one only when the next URL passes the same checks, so a response
+  cannot bounce a script to an unlisted host.
+
+  Independently, `:block_private_ips` (default `true`) refuses any request
+  whose host is, or resolves to, a private or reserved address (loopback,
+  10/8, 172.16/12, 192.168/16, 169.254/16, 100.64/10, 0/8, multicast; `::1`,
+  `fc00::/7`, `fe80::/10`, and IPv6 forms that embed such an IPv4 address),
+  even when allowlisted. Names are checked again at connect time, against DNS
+  rebinding. To reach a private address on purpose (a service on localhost),
+  set `block_private_ips: false` and allowlist it: understand the SSRF
+  exposure first.
+
+  `curl`, `wget` and `http` are the only way out: there are no sockets
+  (`/dev/tcp/...` is a plain path in the sandbox). Note that bashkit's `curl`
+  and `wget` take short flags one by one: write `curl -s -L` and
+  `wget -q -O -`; a bundle such as `-sL` is ignored.
   """
 
   alias ExBashkit.{Callbacks, Native, Result}
@@ -250,7 +359,7 @@ defmodule ExBashkit.Session do
 
   See the module doc for the supported `opts`. Malformed options raise
   `ArgumentError` (they are a programmer error), as does a `:files` entry that
-  cannot be written.
+  cannot be written or a host mount that cannot be made (see "Host mounts").
 
   ## Examples
 

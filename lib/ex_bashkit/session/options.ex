@@ -79,6 +79,8 @@ defmodule ExBashkit.Session.Options do
       )
 
     {allow_net, allow_all_net} = allow_net!(Keyword.get(opts, :allow_net))
+    mounts = mounts!(Keyword.get(opts, :mounts, []))
+    check_mount_conflicts!(mounts, virtual_fs)
 
     native = %{
       env: env!(Keyword.get(opts, :env, [])),
@@ -87,7 +89,7 @@ defmodule ExBashkit.Session.Options do
       hostname: name!(Keyword.get(opts, :hostname, "bashkit-sandbox"), :hostname),
       files: files!(Keyword.get(opts, :files, [])),
       limits: limits!(Keyword.get(opts, :limits, [])),
-      mounts: mounts!(Keyword.get(opts, :mounts, [])),
+      mounts: mounts,
       allowed_mount_paths: allowed_mount_paths!(Keyword.get(opts, :allowed_mount_paths)),
       allow_net: allow_net,
       allow_all_net: allow_all_net,
@@ -287,34 +289,84 @@ defmodule ExBashkit.Session.Options do
     end)
   end
 
+  # Shape and mode only: whether the host path exists, is a directory and may
+  # be mounted is decided natively (`native/ex_bashkit/src/mounts.rs`), and a
+  # refusal raises from `new/1` too.
   defp mounts!(mounts) when is_list(mounts) do
-    Enum.map(mounts, fn
-      {vfs_path, host_path, mode} ->
-        vfs = absolute_path!(vfs_path, "mount vfs path")
-        host = absolute_path!(host_path, "mount host path for #{vfs}")
+    parsed =
+      Enum.map(mounts, fn
+        {vfs_path, host_path, mode} = mount ->
+          vfs = vfs_path |> absolute_path!("mount #{inspect(mount)}: vfs path") |> normalize_vfs()
+          host = absolute_path!(host_path, "mount #{inspect(mount)}: host path")
 
-        writable =
-          case mode do
-            :read_only ->
-              false
-
-            :read_write ->
-              true
-
-            other ->
-              raise ArgumentError,
-                    "mount #{vfs}: unknown mode #{inspect(other)} (expected :read_only or :read_write)"
+          if vfs == "/" do
+            raise ArgumentError,
+                  "mount #{inspect(mount)}: cannot mount a host directory at /; " <>
+                    "pick a directory such as \"/data\""
           end
 
-        %{vfs_path: vfs, host_path: host, writable: writable}
+          writable =
+            case mode do
+              :read_only ->
+                false
 
-      other ->
-        raise ArgumentError,
-              ":mounts entries must be {vfs_path, host_path, mode}, got: #{inspect(other)}"
+              :read_write ->
+                true
+
+              other ->
+                raise ArgumentError,
+                      "mount #{inspect(mount)}: unknown mode #{inspect(other)} " <>
+                        "(expected :read_only or :read_write)"
+            end
+
+          %{vfs_path: vfs, host_path: host, writable: writable}
+
+        other ->
+          raise ArgumentError,
+                ":mounts entries must be {vfs_path, host_path, :read_only | :read_write}, " <>
+                  "got: #{inspect(other)}"
+      end)
+
+    # Two mounts at one place: the later would silently hide the earlier.
+    parsed
+    |> Enum.frequencies_by(& &1.vfs_path)
+    |> Enum.each(fn
+      {vfs, count} when count > 1 ->
+        raise ArgumentError, ":mounts has #{count} mounts at #{vfs}; one path takes one mount"
+
+      _ ->
+        :ok
     end)
+
+    parsed
   end
 
   defp mounts!(other), do: raise(ArgumentError, ":mounts must be a list, got: #{inspect(other)}")
+
+  # "/a/./b/../c/" -> "/a/c", lexically (the sandbox has no host symlinks to
+  # honour at this level); ".." never climbs above "/".
+  defp normalize_vfs(path) do
+    path
+    |> String.split("/", trim: true)
+    |> Enum.reduce([], fn
+      ".", acc -> acc
+      "..", acc -> Enum.drop(acc, 1)
+      segment, acc -> [segment | acc]
+    end)
+    |> Enum.reverse()
+    |> then(&("/" <> Enum.join(&1, "/")))
+  end
+
+  # A host mount and a :virtual_fs backend at the same path would shadow one
+  # another depending on mount order.
+  defp check_mount_conflicts!(mounts, virtual_fs) do
+    for %{vfs_path: vfs} <- mounts, Map.has_key?(virtual_fs, vfs) do
+      raise ArgumentError,
+            "#{vfs} is both a host mount (:mounts) and a :virtual_fs mount; one path takes one mount"
+    end
+
+    :ok
+  end
 
   defp allowed_mount_paths!(nil), do: nil
 
@@ -327,6 +379,8 @@ defmodule ExBashkit.Session.Options do
 
   defp allow_net!(nil), do: {nil, false}
   defp allow_net!(:all), do: {nil, true}
+
+  defp allow_net!([]), do: {nil, false}
 
   defp allow_net!(patterns) when is_list(patterns) do
     {Enum.map(patterns, &url_pattern!/1), false}

@@ -45,11 +45,24 @@ pub fn describe_fs(path: &str, error: &Error) -> String {
     format!("{path}: {reason}")
 }
 
+/// bashkit says why it refused (a read-only host mount, a path escaping a
+/// mount, a write through a symlink): keep that, in the words of `EROFS` for
+/// the read-only case.
+fn permission_reason(io: &std::io::Error) -> String {
+    match io.get_ref().map(|inner| inner.to_string()) {
+        Some(why) if why == "realfs is mounted readonly" || why == "filesystem is read-only" => {
+            "read-only file system".to_string()
+        }
+        Some(why) if !why.is_empty() => format!("permission denied ({why})"),
+        _ => "permission denied".to_string(),
+    }
+}
+
 fn io_reason(io: &std::io::Error) -> String {
     use std::io::ErrorKind::*;
     match io.kind() {
         NotFound => "no such file or directory".to_string(),
-        PermissionDenied => "permission denied".to_string(),
+        PermissionDenied => permission_reason(io),
         AlreadyExists => "file exists".to_string(),
         _ => {
             let text = io.to_string();
@@ -97,5 +110,27 @@ mod tests {
         assert_eq!(describe_fs("/x", &err), "/x: no such file or directory");
         let err = Error::Io(std::io::Error::other("Is a directory"));
         assert_eq!(describe_fs("/d", &err), "/d: is a directory");
+    }
+
+    #[test]
+    fn permission_errors_keep_bashkit_reason() {
+        use std::io::{Error as IoError, ErrorKind};
+        // The exact texts bashkit 0.20 uses for read-only mounts and
+        // containment; a bashkit upgrade that rewords them fails here.
+        let err = Error::Io(IoError::new(
+            ErrorKind::PermissionDenied,
+            "realfs is mounted readonly",
+        ));
+        assert_eq!(describe_fs("/ro/f", &err), "/ro/f: read-only file system");
+        let err = Error::Io(IoError::new(
+            ErrorKind::PermissionDenied,
+            "path escapes realfs root",
+        ));
+        assert_eq!(
+            describe_fs("/m/l/f", &err),
+            "/m/l/f: permission denied (path escapes realfs root)"
+        );
+        let err = Error::Io(IoError::from(ErrorKind::PermissionDenied));
+        assert_eq!(describe_fs("/x", &err), "/x: permission denied");
     }
 }

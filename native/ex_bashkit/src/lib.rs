@@ -5,10 +5,13 @@
 //! Every body is wrapped in `guard::catch`, so a panic becomes
 //! `{:error, message}` instead of reaching the VM.
 //!
-//! Modules: `runtime` (interpreter threads), `session` (the resource and
-//! exec), `options` (option term to `Bash`), `fs_api` (filesystem API),
+//! Modules: `runtime` (interpreter threads), `session` (the resource, exec,
+//! state, reset), `options` (option term to `Bash`), `mounts` (host
+//! directories), `net` (network allowlist), `fs_api` (filesystem API),
 //! `callbacks` (back-calls into Elixir) with `builtins` and `vfs` on top,
-//! `reply` (messages to Elixir), `errors` (messages), `guard` (panics).
+//! `interrupt` and `watchdog` (cancel, per-call timeouts), `changes` (file
+//! tracking), `reply` (messages to Elixir), `errors` (messages), `guard`
+//! (panics).
 
 mod builtins;
 mod callbacks;
@@ -19,6 +22,8 @@ mod errors;
 mod fs_api;
 mod guard;
 mod interrupt;
+mod mounts;
+mod net;
 mod options;
 mod reply;
 mod runtime;

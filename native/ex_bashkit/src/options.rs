@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bashkit::{Bash, ExecutionLimits, FileSystem, NetworkAllowlist, SessionLimits};
+use bashkit::{Bash, ExecutionLimits, FileSystem, SessionLimits};
 use rustler::{Decoder, NifMap, NifResult, Term};
 
 use crate::builtins::ElixirBuiltin;
@@ -69,8 +69,7 @@ pub struct SessionConfig {
     pub limits: Limits,
     pub mounts: Vec<MountSpec>,
     pub allowed_mount_paths: Option<Vec<String>>,
-    /// `None`: no network. `Some([])` is never produced; `:all` arrives as
-    /// `allow_all_net: true`.
+    /// `None` (or empty): no network; `:all` arrives as `allow_all_net: true`.
     pub allow_net: Option<Vec<String>>,
     pub allow_all_net: bool,
     pub block_private_ips: bool,
@@ -145,18 +144,6 @@ pub fn session_limits(limits: &Limits) -> SessionLimits {
         .max_exec_calls(limits.max_exec_calls.unwrap_or(u64::MAX))
 }
 
-fn network(config: &SessionConfig) -> Option<NetworkAllowlist> {
-    if config.allow_all_net {
-        return Some(NetworkAllowlist::allow_all().block_private_ips(config.block_private_ips));
-    }
-    let patterns = config.allow_net.as_ref()?;
-    let mut allowlist = NetworkAllowlist::new().block_private_ips(config.block_private_ips);
-    for pattern in patterns {
-        allowlist = allowlist.allow(pattern.as_str());
-    }
-    Some(allowlist)
-}
-
 /// The route for back-calls, when `config` has builtins or virtual_fs mounts.
 pub fn callback_channel(
     config: &SessionConfig,
@@ -176,7 +163,7 @@ pub fn build_bash(
     config: &SessionConfig,
     channel: Option<&Arc<CallbackChannel>>,
     interrupt: Option<&Arc<Interrupt>>,
-) -> Bash {
+) -> Result<Bash, String> {
     let mut builder = Bash::builder()
         .cwd(&config.cwd)
         .username(&config.username)
@@ -186,9 +173,7 @@ pub fn build_bash(
     for (key, value) in &config.env {
         builder = builder.env(key, value);
     }
-    if let Some(allowlist) = network(config) {
-        builder = builder.network(allowlist);
-    }
+    builder = builder.network(crate::net::allowlist(config)?);
     if let Some(interrupt) = interrupt {
         let sleep = InterruptibleSleep::new(Arc::clone(interrupt));
         builder = builder.builtin("sleep", Box::new(sleep));
@@ -201,16 +186,18 @@ pub fn build_bash(
     }
     let mut bash = builder.build();
     enable_alias_expansion(&mut bash);
-    bash
+    Ok(bash)
 }
 
-/// The asynchronous half of construction: seed `:files`, create the cwd,
-/// mount the virtual_fs backends.
+/// The asynchronous half of construction: attach host mounts, seed
+/// `:files` (through the mounts, like `write_file/3`), create the cwd, mount
+/// the virtual_fs backends.
 pub async fn prepare(
     bash: &Bash,
     config: &SessionConfig,
     channel: Option<&Arc<CallbackChannel>>,
 ) -> Result<(), String> {
+    crate::mounts::apply(bash, &config.mounts, config.allowed_mount_paths.as_deref()).await?;
     seed_files(&bash.fs(), config).await?;
     if let Some(channel) = channel {
         for mount in &config.virtual_fs {

@@ -99,7 +99,7 @@ impl SessionResource {
     pub fn new(config: SessionConfig) -> Result<Self, String> {
         let interrupt = Interrupt::new();
         let channel = options::callback_channel(&config, &interrupt);
-        let bash = options::build_bash(&config, channel.as_ref(), Some(&interrupt));
+        let bash = options::build_bash(&config, channel.as_ref(), Some(&interrupt))?;
         runtime::block_on(options::prepare(&bash, &config, channel.as_ref()))?;
         LIVE.fetch_add(1, Ordering::Relaxed);
         Ok(Self {
@@ -295,8 +295,10 @@ pub fn exec(
 pub fn exec_once(script: String, reply: ReplyTo) {
     runtime::spawn(async move {
         let outcome = guard::catch_future(async {
-            let mut bash = options::build_bash(&SessionConfig::default(), None, None);
-            ExecOutcome::plain(bash.exec(&script).await)
+            match options::build_bash(&SessionConfig::default(), None, None) {
+                Ok(mut bash) => ExecOutcome::plain(bash.exec(&script).await),
+                Err(message) => ExecOutcome::Error(message),
+            }
         })
         .await;
         reply.finish(&outcome.unwrap_or_else(ExecOutcome::panicked));
@@ -446,7 +448,7 @@ pub fn reset(session: ResourceArc<SessionResource>, reply: ReplyTo) {
             let mut bash = session.bash.lock().await;
             let config = &session.config;
             let fresh =
-                options::build_bash(config, session.channel.as_ref(), Some(&session.interrupt));
+                options::build_bash(config, session.channel.as_ref(), Some(&session.interrupt))?;
             options::prepare(&fresh, config, session.channel.as_ref()).await?;
             *session.fs.write() = fresh.fs();
             *bash = fresh;

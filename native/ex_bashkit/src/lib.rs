@@ -8,7 +8,8 @@
 //! Modules: `runtime` (interpreter threads), `session` (the resource and
 //! exec), `options` (option term to `Bash`), `fs_api` (filesystem API),
 //! `callbacks` (back-calls into Elixir) with `builtins` and `vfs` on top,
-//! `reply` (messages to Elixir), `errors` (messages), `guard` (panics).
+//! `reply` (messages to Elixir), `errors` (messages), `guard` (panics),
+//! `snapshot` (snapshot/restore), `python` (the `:python` builtin).
 
 mod builtins;
 mod callbacks;
@@ -20,9 +21,11 @@ mod fs_api;
 mod guard;
 mod interrupt;
 mod options;
+mod python;
 mod reply;
 mod runtime;
 mod session;
+mod snapshot;
 mod vfs;
 mod watchdog;
 
@@ -208,6 +211,39 @@ fn callback_reply(call_id: u64, answer: Term) -> bool {
         callbacks::reply(call_id, answer)
     })
     .unwrap_or(false)
+}
+
+// -- snapshot / restore: jobs on the runtime, answered by message ----------
+
+#[rustler::nif]
+fn session_snapshot<'a>(
+    env: Env<'a>,
+    session: Session,
+    request: snapshot::SnapshotRequest,
+    pid: LocalPid,
+    reference: Term<'a>,
+) -> Term<'a> {
+    answer_unit(env, || {
+        snapshot::snapshot(session, request, ReplyTo::new(pid, reference));
+        Ok(())
+    })
+}
+
+#[rustler::nif]
+fn session_restore<'a>(
+    env: Env<'a>,
+    session: Session,
+    bytes: Term<'a>,
+    key: Option<Binary<'a>>,
+    pid: LocalPid,
+    reference: Term<'a>,
+) -> Term<'a> {
+    answer_unit(env, || {
+        let bytes = snapshot::SnapshotBytes::new(bytes)?;
+        let key = key.map(|k| k.as_slice().to_vec());
+        snapshot::restore(session, bytes, key, ReplyTo::new(pid, reference));
+        Ok(())
+    })
 }
 
 /// Read `[worker_threads: n, stack_size: bytes]` (either may be absent).

@@ -2,7 +2,7 @@ defmodule ExBashkit.SnapshotTest do
   use ExUnit.Case, async: true
 
   alias ExBashkit.{Result, Session}
-  alias ExBashkit.Test.PeerNode
+  alias ExBashkit.Test.{MapFs, PeerNode}
 
   # Builds every kind of state a snapshot carries. Ends with `false` so that
   # $? is not 0 when the snapshot is taken.
@@ -470,6 +470,55 @@ defmodule ExBashkit.SnapshotTest do
       target = restore!(Session.new(python: [names: ["py", "python3"]]), snapshot!(source))
       assert Session.read_file(target, "/made_by_py") == {:ok, "hi"}
       assert run!(target, "py -c 'print(1)'; python3 -c 'print(2)'").stdout == "1\n2\n"
+    end
+
+    test "custom builtins and virtual_fs backends stay the target's" do
+      agent = MapFs.start(%{"/kept.txt" => "backend data\n"})
+
+      target =
+        Session.new(
+          builtins: %{"kv" => fn %{args: [k]} -> {:ok, "value-of-#{k}\n"} end},
+          virtual_fs: %{"/store" => {MapFs, agent}}
+        )
+
+      target = restore!(target, snapshot!(populated()))
+
+      assert run!(target, ~S(kv "$plain"; cat /store/kept.txt; echo $plain > /store/new.txt)).stdout ==
+               "value-of-p v\nbackend data\n"
+
+      assert MapFs.contents(agent)["/new.txt"] == "p v\n"
+      assert run!(target, "cat /work/a.txt").stdout == "text\n"
+    end
+
+    test "a snapshot never reads a virtual_fs backend, and does not carry its files" do
+      parent = self()
+
+      backend = fn request ->
+        send(parent, {:backend, request})
+        {:error, :enoent}
+      end
+
+      source = Session.new(virtual_fs: %{"/remote" => backend}, files: %{"/local.txt" => "l"})
+      bytes = snapshot!(source)
+      refute_received {:backend, _}
+
+      target = restore!(Session.new(), bytes)
+      assert Session.read_file(target, "/local.txt") == {:ok, "l"}
+      assert run!(target, "ls /remote 2>/dev/null | wc -l").stdout == "0\n"
+    end
+
+    test "a snapshot of a session with custom builtins needs them in the target" do
+      source = Session.new(builtins: %{"kv" => fn _ -> {:ok, ""} end})
+      run!(source, "x=1")
+      bytes = snapshot!(source)
+
+      assert {:error, message} = Session.restore(Session.new(), bytes)
+      assert message =~ "missing builtins: kv"
+
+      # Same builtin names (the functions may differ) are enough.
+      target = Session.new(builtins: %{"kv" => fn _ -> {:ok, "other impl\n"} end})
+      target = restore!(target, bytes)
+      assert run!(target, "echo $x; kv").stdout == "1\nother impl\n"
     end
 
     test "the filesystem API sees the restored files (the same filesystem, not a copy)" do

@@ -458,6 +458,17 @@ defmodule ExBashkit.SnapshotTest do
       assert run!(free, "for i in 1 2 3 4 5 6 7 8; do :; done; echo $y").stdout == "1\n"
     end
 
+    test "cumulative usage carries over into the target's cumulative limits" do
+      source = Session.new()
+      for _ <- 1..5, do: run!(source, "true")
+      target = restore!(Session.new(limits: [max_exec_calls: 7]), snapshot!(source))
+
+      assert {:ok, _} = Session.exec(target, "true")
+      assert {:ok, _} = Session.exec(target, "true")
+      assert {:error, message} = Session.exec(target, "true")
+      assert message =~ "exec() call limit exceeded (7 calls)"
+    end
+
     test "python stays the target's: restoring a plain snapshot does not remove it" do
       target = restore!(Session.new(python: true), snapshot!(populated()))
 

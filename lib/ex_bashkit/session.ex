@@ -744,11 +744,15 @@ defmodule ExBashkit.Session do
   Capture the session's interpreter state as a binary you can persist and
   later reload with `restore/3`, in this VM or another.
 
-  The snapshot carries shell state (variables, exported env, cwd, indexed and
-  associative arrays, aliases, traps, `$?`, the directory stack and, unless
-  excluded, functions) and the in-memory filesystem contents. It is taken
-  between commands: a snapshot asked for while a script runs waits for that
-  script to end (snapshots and execs on one session run in arrival order).
+  The snapshot carries shell state (variables with their attributes, exported
+  env, cwd, indexed and associative arrays, aliases, the directory stack and,
+  unless excluded, functions) and the in-memory filesystem contents (files,
+  directories, symlinks, permission bits; modification times are not kept). It
+  is taken between commands: a snapshot asked for while a script runs waits for
+  that script to end (snapshots and execs on one session run in arrival order).
+  Traps and `$?` are in the snapshot too, but bashkit resets both at the start
+  of every exec, so neither is ever seen after a restore, just as neither
+  carries from one exec to the next.
 
   It does not carry configuration: custom `:builtins`, `:virtual_fs` backends,
   host `:mounts` (nor the host files under them), `:python`, `:limits` or
@@ -806,6 +810,10 @@ defmodule ExBashkit.Session do
   `{:error, message}` and leaves the session exactly as it was, and usable.
   Keying is all-or-nothing: bytes taken with a `:key` must be restored with the
   same key, and plain bytes without one; a mismatch is an error.
+
+  The cumulative usage counted against `:max_total_commands` and
+  `:max_exec_calls` carries over: the restored session counts the source's
+  past work against its own cumulative limits (it never lowers its own count).
 
   Like `exec/2`, a restore waits for a running script to end.
 

@@ -64,6 +64,13 @@ defmodule ExBashkit.PythonTest do
       assert run!(other, "python3 -c 'print(5)'").stdout == "5\n"
     end
 
+    test "python survives reset/1, still without the variable" do
+      s = Session.new(python: true)
+      :ok = Session.reset(s)
+      assert run!(s, "python3 -c 'print(1)'").stdout == "1\n"
+      refute run!(s, "env; set").stdout =~ @opt_in
+    end
+
     test "malformed :python options raise" do
       for bad <- [:yes, "true", [name: ""], [names: []], [names: "py"], [other: 1], [name: 1]] do
         assert_raise ArgumentError, ~r/:python/, fn -> Session.new(python: bad) end

@@ -73,6 +73,10 @@ defmodule ExBashkit.SnapshotTest do
       bytes = snapshot!(source)
       target = restore!(Session.new(), bytes)
 
+      # The interpreter's own view first (before any exec changes it).
+      assert Session.state(target) == Session.state(source)
+      assert %{last_exit_code: 1, functions: ["greet"]} = Session.state(target)
+
       expected = dump(source)
       assert dump(target) == expected
 
@@ -304,7 +308,9 @@ defmodule ExBashkit.SnapshotTest do
 
     # Restores `bytes` expecting an error, and checks nothing changed.
     defp rejected!(target, before, bytes, opts \\ []) do
+      state = Session.state(target)
       assert {:error, message} = Session.restore(target, bytes, opts)
+      assert Session.state(target) == state
       assert is_binary(message) and message != ""
       assert dump(target) == before
       message

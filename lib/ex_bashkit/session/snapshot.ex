@@ -8,7 +8,7 @@ defmodule ExBashkit.Session.Snapshot do
   # and answer with `{:ex_bashkit_reply, ref, outcome}`, so they run between
   # scripts, in arrival order, and hold no scheduler while they wait.
 
-  alias ExBashkit.Native
+  alias ExBashkit.{Callbacks, Native}
 
   @doc false
   @spec take(reference(), term()) :: {:ok, binary()} | {:error, String.t()}
@@ -17,7 +17,7 @@ defmodule ExBashkit.Session.Snapshot do
     ref = make_ref()
 
     case Native.session_snapshot(resource, request, self(), ref) do
-      :ok -> await(ref)
+      :ok -> Callbacks.await_reply(ref)
       {:error, _} = error -> error
     end
   end
@@ -29,14 +29,8 @@ defmodule ExBashkit.Session.Snapshot do
     ref = make_ref()
 
     case Native.session_restore(resource, bytes, key, self(), ref) do
-      :ok -> await(ref)
+      :ok -> Callbacks.await_reply(ref)
       {:error, _} = error -> error
-    end
-  end
-
-  defp await(ref) do
-    receive do
-      {:ex_bashkit_reply, ^ref, outcome} -> outcome
     end
   end
 

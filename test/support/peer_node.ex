@@ -34,7 +34,7 @@ defmodule ExBashkit.Test.PeerNode do
 
       %{pid: pid, node: node}
     else
-      {:ok, pid} = :peer.start(%{connection: :standard_io, args: args})
+      {:ok, pid, _nonode} = :peer.start(%{connection: :standard_io, args: args})
       %{pid: pid, node: nil}
     end
   end

@@ -89,7 +89,7 @@ defmodule ExBashkit.BuiltinsTest do
         "sleeps" => fn _ -> Process.sleep(:infinity) end
       }
 
-      %{s: Session.new(builtins: builtins, builtin_timeout_ms: 200)}
+      %{s: Session.new(builtins: builtins, builtin_timeout_ms: 1_000)}
     end
 
     test "raise, throw and exit", %{s: s} do
@@ -111,7 +111,7 @@ defmodule ExBashkit.BuiltinsTest do
       assert %Result{exit_code: 124, stderr: stderr} = run!(s, "sleeps")
       assert run!(s, "sleeps; echo code=$?").stdout == "code=124\n"
 
-      assert stderr =~ "sleeps: builtin timed out after 200 ms"
+      assert stderr =~ "sleeps: builtin timed out after 1000 ms"
       assert run!(s, "echo usable").stdout == "usable\n"
     end
   end

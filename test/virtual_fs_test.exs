@@ -134,7 +134,7 @@ defmodule ExBashkit.VirtualFsTest do
             "/exit" => fn _ -> exit(:gone) end,
             "/hang" => fn _ -> Process.sleep(:infinity) end
           },
-          builtin_timeout_ms: 200
+          builtin_timeout_ms: 1_000
         )
 
       assert run!(s, "cat /raise/x").stderr =~ "backend bug"

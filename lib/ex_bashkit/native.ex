@@ -42,4 +42,10 @@ defmodule ExBashkit.Native do
   def fs_remove(_session, _path, _recursive), do: :erlang.nif_error(:nif_not_loaded)
   def fs_rename(_session, _from, _to), do: :erlang.nif_error(:nif_not_loaded)
   def fs_stat(_session, _path), do: :erlang.nif_error(:nif_not_loaded)
+
+  # Snapshot / restore: submitted like exec, answered by message.
+  def session_snapshot(_session, _request, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+
+  def session_restore(_session, _bytes, _key, _pid, _ref),
+    do: :erlang.nif_error(:nif_not_loaded)
 end

@@ -63,6 +63,9 @@ defmodule ExBashkit.Session do
       or `:all` (see "Network access" below). Omitted, there is no network.
     * `:block_private_ips` - refuse requests to private and reserved addresses
       even when allowlisted (default `true`; see "Network access").
+    * `:python` - `true` (or `[name: ...]` / `[names: [...]]`) to register a
+      sandboxed `python`/`python3` builtin that shares the session filesystem
+      (see `ExBashkit.Python` for what it can and cannot do).
 
   A malformed option raises `ArgumentError` naming the option.
 
@@ -838,6 +841,110 @@ defmodule ExBashkit.Session do
     with {:ok, path} <- fs_path(path),
          {:ok, {type, size}} <- Native.fs_stat(resource, path),
          do: {:ok, %{type: type, size: size}}
+  end
+
+  # -- snapshot / restore -----------------------------------------------------
+
+  @typedoc "An option accepted by `snapshot/2`."
+  @type snapshot_option ::
+          {:key, binary()} | {:exclude_filesystem, boolean()} | {:exclude_functions, boolean()}
+
+  @doc """
+  Capture the session's interpreter state as a binary you can persist and
+  later reload with `restore/3`, in this VM or another.
+
+  The snapshot carries shell state (variables with their attributes, exported
+  env, cwd, indexed and associative arrays, aliases, the directory stack and,
+  unless excluded, functions) and the in-memory filesystem contents (files,
+  directories, symlinks, permission bits; modification times are not kept). It
+  is taken between commands: a snapshot asked for while a script runs waits for
+  that script to end (snapshots and execs on one session run in arrival order).
+  Traps and `$?` are in the snapshot too, but bashkit resets both at the start
+  of every exec, so neither is ever seen after a restore, just as neither
+  carries from one exec to the next.
+
+  It does not carry configuration: custom `:builtins`, `:virtual_fs` backends,
+  host `:mounts` (nor the host files under them), `:python`, `:limits` or
+  network settings. To resume, build a session with the same capabilities and
+  `restore/3` the bytes into it.
+
+  Returns `{:ok, binary}` or `{:error, message}`.
+
+  ## Options
+
+    * `:key` - a non-empty binary secret. The snapshot is sealed with
+      HMAC-SHA256 under this key, for crossing a trust boundary (network,
+      shared or untrusted storage); `restore/3` must be given the same key.
+      Without a key the bytes carry a public checksum that detects accidental
+      corruption only: anyone can forge unkeyed bytes, so restore those only
+      from storage you trust.
+    * `:exclude_filesystem` - capture shell state only (default `false`).
+      Restoring such a snapshot leaves the target's files as they are.
+    * `:exclude_functions` - leave shell functions out (default `false`).
+      Restoring such a snapshot leaves the target with no functions.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new()
+      iex> {:ok, %ExBashkit.Result{}} = ExBashkit.Session.exec(session, "x=42")
+      iex> {:ok, bytes} = ExBashkit.Session.snapshot(session)
+      iex> is_binary(bytes)
+      true
+  """
+  @spec snapshot(t(), [snapshot_option()]) :: {:ok, binary()} | {:error, String.t()}
+  def snapshot(%__MODULE__{resource: resource}, opts \\ []) do
+    ExBashkit.Session.Snapshot.take(resource, opts)
+  end
+
+  @doc """
+  Restore state captured by `snapshot/2` into `session`, returning
+  `{:ok, session}` or `{:error, message}`.
+
+  Restore replaces the session's shell state and in-memory filesystem contents
+  while keeping the capabilities `session` was built with: its custom
+  `:builtins`, `:python`, `:virtual_fs` backends, host `:mounts` and `:limits`
+  survive. The intended flow is therefore:
+
+      {:ok, bytes} = ExBashkit.Session.snapshot(original)
+      # ...later, or on another node...
+      resumed = ExBashkit.Session.new(builtins: same, virtual_fs: same, limits: same)
+      {:ok, resumed} = ExBashkit.Session.restore(resumed, bytes)
+
+  A snapshot taken by a session that had builtins (custom or `:python`) this
+  one lacks is refused with an error naming them: scripts restored into it
+  might call them. Extra builtins on this side are fine.
+
+  The whole snapshot is verified and decoded before anything changes, so a
+  malformed, truncated, tampered or wrong-key snapshot returns
+  `{:error, message}` and leaves the session exactly as it was, and usable.
+  Keying is all-or-nothing: bytes taken with a `:key` must be restored with the
+  same key, and plain bytes without one; a mismatch is an error.
+
+  The cumulative usage counted against `:max_total_commands` and
+  `:max_exec_calls` carries over: the restored session counts the source's
+  past work against its own cumulative limits (it never lowers its own count).
+
+  Like `exec/2`, a restore waits for a running script to end.
+
+  ## Options
+
+    * `:key` - the binary secret the snapshot was taken with (see `snapshot/2`).
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new()
+      iex> {:ok, %ExBashkit.Result{}} = ExBashkit.Session.exec(session, "x=42")
+      iex> {:ok, bytes} = ExBashkit.Session.snapshot(session)
+      iex> fresh = ExBashkit.Session.new()
+      iex> {:ok, fresh} = ExBashkit.Session.restore(fresh, bytes)
+      iex> {:ok, result} = ExBashkit.Session.exec(fresh, "echo $x")
+      iex> result.stdout
+      "42\\n"
+  """
+  @spec restore(t(), binary(), [{:key, binary()}]) :: {:ok, t()} | {:error, String.t()}
+  def restore(%__MODULE__{resource: resource} = session, bytes, opts \\ [])
+      when is_binary(bytes) do
+    with :ok <- ExBashkit.Session.Snapshot.restore(resource, bytes, opts), do: {:ok, session}
   end
 
   defp bool_opt!(opts, key, fun) when is_list(opts) do

@@ -10,7 +10,8 @@
 //! directories), `net` (network allowlist), `fs_api` (filesystem API),
 //! `callbacks` (back-calls into Elixir) with `builtins` and `vfs` on top,
 //! `interrupt` and `watchdog` (cancel, per-call timeouts), `changes` (file
-//! tracking), `reply` (messages to Elixir), `errors` (messages), `guard`
+//! tracking), `snapshot` (snapshot/restore), `python` (the `:python`
+//! builtin), `reply` (messages to Elixir), `errors` (messages), `guard`
 //! (panics).
 
 mod builtins;
@@ -25,9 +26,11 @@ mod interrupt;
 mod mounts;
 mod net;
 mod options;
+mod python;
 mod reply;
 mod runtime;
 mod session;
+mod snapshot;
 mod vfs;
 mod watchdog;
 
@@ -213,6 +216,39 @@ fn callback_reply(call_id: u64, answer: Term) -> bool {
         callbacks::reply(call_id, answer)
     })
     .unwrap_or(false)
+}
+
+// -- snapshot / restore: jobs on the runtime, answered by message ----------
+
+#[rustler::nif]
+fn session_snapshot<'a>(
+    env: Env<'a>,
+    session: Session,
+    request: snapshot::SnapshotRequest,
+    pid: LocalPid,
+    reference: Term<'a>,
+) -> Term<'a> {
+    answer_unit(env, || {
+        snapshot::snapshot(session, request, ReplyTo::new(pid, reference));
+        Ok(())
+    })
+}
+
+#[rustler::nif]
+fn session_restore<'a>(
+    env: Env<'a>,
+    session: Session,
+    bytes: Term<'a>,
+    key: Option<Binary<'a>>,
+    pid: LocalPid,
+    reference: Term<'a>,
+) -> Term<'a> {
+    answer_unit(env, || {
+        let bytes = snapshot::SnapshotBytes::new(bytes)?;
+        let key = key.map(|k| k.as_slice().to_vec());
+        snapshot::restore(session, bytes, key, ReplyTo::new(pid, reference));
+        Ok(())
+    })
 }
 
 /// Read `[worker_threads: n, stack_size: bytes]` (either may be absent).

@@ -184,7 +184,9 @@ pub fn build_bash(
             builder = builder.builtin(name, Box::new(builtin));
         }
     }
+    builder = crate::python::register(builder, config);
     let mut bash = builder.build();
+    crate::python::hide_opt_in(&mut bash, config);
     enable_alias_expansion(&mut bash);
     Ok(bash)
 }

@@ -124,6 +124,12 @@ impl SessionResource {
         self.current.lock().is_some()
     }
 
+    /// The interpreter, once no script holds it (snapshot/restore, which run
+    /// between commands in the same FIFO order as `exec`).
+    pub async fn lock_bash(&self) -> tokio::sync::MutexGuard<'_, Bash> {
+        self.bash.lock().await
+    }
+
     /// The working directory, or `None` while a script holds the session.
     pub fn try_cwd(&self) -> Option<String> {
         let bash = self.bash.try_lock().ok()?;

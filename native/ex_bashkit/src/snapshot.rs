@@ -1,0 +1,188 @@
+//! Snapshot and restore of a session (`Session.snapshot/2`, `restore/3`).
+//!
+//! Both take the session's interpreter lock, so they run *between* commands,
+//! in the same FIFO order as `exec`: a snapshot requested while a script
+//! runs waits for it to end and then captures its effects.
+//!
+//! Why an async job answered by message (like `exec`) rather than a DirtyIo
+//! NIF that `block_on`s the lock: waiting for the lock can take as long as
+//! the running script (up to its timeout), and a dirty IO thread blocked for
+//! that time is taken from a small shared pool; many snapshots queued behind
+//! long scripts would starve every other DirtyIo NIF of the VM. A task
+//! parked on the lock costs nothing.
+//!
+//! Restore goes INTO the existing `Bash` (`restore_snapshot*`), never
+//! rebuilds it: the session keeps its builtins, Python, mounts, network and
+//! limits, and the filesystem handle the lock-free filesystem API holds
+//! stays the one scripts use. bashkit decodes and validates everything
+//! before it mutates anything, so a rejected snapshot leaves the session as
+//! it was.
+
+use bashkit::{Error, SnapshotOptions};
+use rustler::env::{OwnedEnv, SavedTerm};
+use rustler::{Encoder, Env, NifMap, ResourceArc, Term};
+
+use crate::options::Bytes;
+use crate::reply::{self, ErrorMessage, Payload, ReplyTo};
+use crate::session::SessionResource;
+use crate::{guard, runtime};
+
+/// Options of `snapshot/2`, validated by Elixir.
+#[derive(Debug, Default, NifMap)]
+pub struct SnapshotRequest {
+    pub key: Option<Bytes>,
+    pub exclude_filesystem: bool,
+    pub exclude_functions: bool,
+}
+
+/// What a snapshot or restore ended with, ready to encode.
+enum Outcome {
+    Bytes(Vec<u8>),
+    Restored,
+    Error(String),
+}
+
+impl Payload for Outcome {
+    /// `{:ok, binary}`, `:ok` or `{:error, message}`.
+    fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
+        match self {
+            Outcome::Bytes(bytes) => (reply::ok(), reply::binary(env, bytes)).encode(env),
+            Outcome::Restored => reply::ok().encode(env),
+            Outcome::Error(message) => ErrorMessage(message.clone()).encode(env),
+        }
+    }
+}
+
+impl From<Result<Result<Outcome, Error>, String>> for Outcome {
+    fn from(outcome: Result<Result<Outcome, Error>, String>) -> Self {
+        match outcome {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(error)) => Outcome::Error(describe(&error)),
+            Err(panic) => Outcome::Error(format!("internal error in the interpreter: {panic}")),
+        }
+    }
+}
+
+/// bashkit reports undecodable input as `Internal("...")`, which reads as
+/// "our bug"; the caller's bytes are the cause, so say that instead.
+fn describe(error: &Error) -> String {
+    match error {
+        Error::Internal(message) => format!("invalid snapshot: {message}"),
+        // bashkit's default policy (`Superset`): the target must have every
+        // builtin the source had, or restored scripts could not run.
+        Error::SnapshotCapabilityMismatch(delta) => format!(
+            "snapshot taken by a session with capabilities this one lacks ({delta}); \
+             restore into a session built with the same :builtins and :python"
+        ),
+        other => format!("invalid snapshot: {other}"),
+    }
+}
+
+/// Capture `session` and answer `reply` with `{:ok, bytes}`.
+pub fn snapshot(session: ResourceArc<SessionResource>, request: SnapshotRequest, reply: ReplyTo) {
+    runtime::spawn(async move {
+        let outcome = guard::catch_future(async {
+            let bash = session.lock_bash().await;
+            let options = SnapshotOptions {
+                exclude_filesystem: request.exclude_filesystem,
+                exclude_functions: request.exclude_functions,
+            };
+            let bytes = match &request.key {
+                Some(Bytes(key)) => bash.snapshot_to_bytes_keyed_with_options(key, options),
+                None => bash.snapshot_with_options(options),
+            };
+            bytes.map(Outcome::Bytes)
+        })
+        .await;
+        reply.finish(&Outcome::from(outcome));
+    });
+}
+
+/// The caller's snapshot binary, kept alive for the job without copying it:
+/// a snapshot can be many MB, and copying that on a normal scheduler (the
+/// restore NIF only submits the job) would blow its time budget.
+pub struct SnapshotBytes {
+    env: OwnedEnv,
+    term: SavedTerm,
+}
+
+impl SnapshotBytes {
+    /// Hold on to `term`, which must be a binary.
+    pub fn new(term: Term<'_>) -> Result<Self, String> {
+        if !term.is_binary() {
+            return Err("snapshot must be a binary".to_string());
+        }
+        let env = OwnedEnv::new();
+        // Saving a large (refcounted) binary copies a reference, not the data.
+        let term = env.save(term);
+        Ok(Self { env, term })
+    }
+
+    /// Run `f` on the bytes. Must run on a non-BEAM thread.
+    fn with<T>(&self, f: impl FnOnce(&[u8]) -> T) -> T {
+        self.env.run(|env| {
+            let binary = self
+                .term
+                .load(env)
+                .decode_as_binary()
+                .expect("checked in new");
+            f(binary.as_slice())
+        })
+    }
+}
+
+/// Restore `bytes` into `session` and answer `reply` with `:ok`.
+pub fn restore(
+    session: ResourceArc<SessionResource>,
+    bytes: SnapshotBytes,
+    key: Option<Vec<u8>>,
+    reply: ReplyTo,
+) {
+    runtime::spawn(async move {
+        // `move`: the job owns the bytes (their env is Send, not Sync).
+        let outcome = guard::catch_future(async move {
+            let mut bash = session.lock_bash().await;
+            bytes
+                .with(|data| match &key {
+                    Some(key) => bash.restore_snapshot_keyed(data, key),
+                    None => bash.restore_snapshot(data),
+                })
+                .map(|()| Outcome::Restored)
+        })
+        .await;
+        reply.finish(&Outcome::from(outcome));
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::options::{build_bash, SessionConfig};
+    use crate::runtime;
+
+    // Traps cannot be observed through `exec` after a restore (bashkit clears
+    // them at the start of every exec), so check at the bashkit level that a
+    // snapshot does carry them, along with the rest of the shell state.
+    #[test]
+    fn traps_and_shell_state_are_in_the_snapshot() {
+        let mut source = build_bash(&SessionConfig::default(), None, None);
+        runtime::block_on(source.exec("trap 'echo int' INT; x=1; f() { :; }; cd /tmp")).unwrap();
+        let bytes = source.snapshot().unwrap();
+
+        let mut target = build_bash(&SessionConfig::default(), None, None);
+        target.restore_snapshot(&bytes).unwrap();
+        let state = target.shell_state();
+        assert_eq!(state.traps.get("INT").map(String::as_str), Some("echo int"));
+        assert_eq!(state.variables.get("x").map(String::as_str), Some("1"));
+        assert!(state.functions.contains_key("f"));
+        assert_eq!(state.cwd, std::path::PathBuf::from("/tmp"));
+    }
+
+    #[test]
+    fn rejected_bytes_are_described_as_the_callers_problem() {
+        let mut bash = build_bash(&SessionConfig::default(), None, None);
+        let error = bash.restore_snapshot(b"junk").unwrap_err();
+        let message = super::describe(&error);
+        assert!(message.starts_with("invalid snapshot: "), "{message}");
+        assert!(!message.contains("internal error"), "{message}");
+    }
+}

@@ -71,7 +71,7 @@ mod tests {
 
     #[test]
     fn python_runs_but_the_opt_in_is_not_in_the_shell() {
-        let mut bash = build_bash(&config(&["python3"], &[]), None, None);
+        let mut bash = build_bash(&config(&["python3"], &[]), None, None).unwrap();
         let state = bash.shell_state();
         assert!(!state.env.contains_key(OPT_IN));
         assert!(!state.variables.contains_key(OPT_IN));
@@ -81,14 +81,14 @@ mod tests {
 
     #[test]
     fn without_the_option_there_is_no_python_even_with_the_variable() {
-        let mut bash = build_bash(&config(&[], &[(OPT_IN, "1")]), None, None);
+        let mut bash = build_bash(&config(&[], &[(OPT_IN, "1")]), None, None).unwrap();
         let out = runtime::block_on(bash.exec("python3 -c 'print(1)'")).unwrap();
         assert_eq!(out.exit_code, 127);
     }
 
     #[test]
     fn a_user_supplied_opt_in_variable_is_left_alone() {
-        let bash = build_bash(&config(&["py"], &[(OPT_IN, "1")]), None, None);
+        let bash = build_bash(&config(&["py"], &[(OPT_IN, "1")]), None, None).unwrap();
         assert_eq!(
             bash.shell_state().env.get(OPT_IN).map(String::as_str),
             Some("1")

@@ -164,11 +164,11 @@ mod tests {
     // snapshot does carry them, along with the rest of the shell state.
     #[test]
     fn traps_and_shell_state_are_in_the_snapshot() {
-        let mut source = build_bash(&SessionConfig::default(), None, None);
+        let mut source = build_bash(&SessionConfig::default(), None, None).unwrap();
         runtime::block_on(source.exec("trap 'echo int' INT; x=1; f() { :; }; cd /tmp")).unwrap();
         let bytes = source.snapshot().unwrap();
 
-        let mut target = build_bash(&SessionConfig::default(), None, None);
+        let mut target = build_bash(&SessionConfig::default(), None, None).unwrap();
         target.restore_snapshot(&bytes).unwrap();
         let state = target.shell_state();
         assert_eq!(state.traps.get("INT").map(String::as_str), Some("echo int"));
@@ -179,7 +179,7 @@ mod tests {
 
     #[test]
     fn rejected_bytes_are_described_as_the_callers_problem() {
-        let mut bash = build_bash(&SessionConfig::default(), None, None);
+        let mut bash = build_bash(&SessionConfig::default(), None, None).unwrap();
         let error = bash.restore_snapshot(b"junk").unwrap_err();
         let message = super::describe(&error);
         assert!(message.starts_with("invalid snapshot: "), "{message}");

@@ -1,0 +1,148 @@
+# The benchmark entry point: `scripts/bench` (which builds bench/raw first),
+# or `MIX_ENV=prod mix run bench/run.exs [--quick] [--only g1,g2] [--out FILE]`.
+#
+# For every case group it runs the raw-bashkit Rust harness (bench/raw), then
+# the same case through ExBashkit's API and `System.cmd("bash")`, so that
+# every ratio in the report comes from one run. It writes BENCHMARKS.md and
+# the charts in bench/charts/.
+
+for file <- ~w(stats sampler raw cases chart report) do
+  Code.require_file("lib/#{file}.exs", __DIR__)
+end
+
+defmodule Bench.Run do
+  @groups ~w(echo new loop pipeline vfs builtin vfs_backend snapshot concurrency memory responsiveness)
+  # Groups the Rust harness knows (responsiveness is BEAM-only).
+  @raw_groups ~w(echo new loop pipeline vfs builtin vfs_backend snapshot concurrency memory)
+
+  def main(argv) do
+    {opts, _, _} =
+      OptionParser.parse(argv,
+        strict: [quick: :boolean, only: :string, out: :string, charts: :string]
+      )
+
+    quick? = Keyword.get(opts, :quick, false)
+    out = Keyword.get(opts, :out, "BENCHMARKS.md")
+    charts = Keyword.get(opts, :charts, "bench/charts")
+
+    groups =
+      case opts[:only] do
+        nil -> @groups
+        list -> String.split(list, ",", trim: true)
+      end
+
+    for g <- groups, g not in @groups do
+      raise ArgumentError, "unknown group #{g}; groups: #{Enum.join(@groups, ", ")}"
+    end
+
+    unless Bench.Raw.available?() do
+      IO.puts(
+        :stderr,
+        "raw harness #{Bench.Raw.binary()} is missing: run scripts/bench (it builds it)"
+      )
+
+      System.halt(1)
+    end
+
+    started = System.monotonic_time(:millisecond)
+    load_before = loadavg()
+
+    {records, loads} =
+      Enum.flat_map_reduce(groups, [load_before], fn group, loads ->
+        IO.puts(:stderr, "==> #{group}")
+        raw = if group in @raw_groups, do: Bench.Raw.run([group], quick?), else: []
+        ours = Bench.Cases.run(group, quick?)
+        {raw ++ ours, [loadavg() | loads]}
+      end)
+
+    r = Bench.Report.index(records)
+
+    cores =
+      :erlang.system_info(:logical_processors_available)
+      |> then(&if(is_integer(&1), do: &1, else: System.schedulers_online()))
+
+    secs = div(System.monotonic_time(:millisecond) - started, 1000)
+
+    meta = %{
+      date: DateTime.utc_now() |> DateTime.truncate(:second) |> DateTime.to_string(),
+      cpu: cpu_model(),
+      cores: cores,
+      mem: mem_total(),
+      otp: :erlang.system_info(:otp_release),
+      elixir: System.version(),
+      rustc: rustc(),
+      load_before: fmt_load(load_before),
+      load_after: fmt_load(hd(loads)),
+      duration: "#{div(secs, 60)} min #{rem(secs, 60)} s",
+      quick: quick?,
+      noisy: Enum.any?(loads, &(&1 > cores)),
+      concurrency_ops: if(quick?, do: 5_000, else: 60_000)
+    }
+
+    analysis =
+      case File.read(Path.join(__DIR__, "analysis.md")) do
+        {:ok, text} -> text
+        _ -> ""
+      end
+
+    File.mkdir_p!(charts)
+    File.write!(Path.join(charts, "latency.svg"), Bench.Report.latency_chart(r))
+    File.write!(Path.join(charts, "throughput.svg"), Bench.Report.throughput_chart(r))
+    File.write!(out, Bench.Report.markdown(r, meta, analysis))
+
+    IO.puts(:stderr, "\nTargets:")
+
+    for {t, measured, ok} <- Bench.Report.targets(r) do
+      v =
+        case ok,
+          do:
+            (
+              true -> "met"
+              false -> "NOT MET"
+              nil -> "n/a"
+            )
+
+      IO.puts(:stderr, "  [#{v}] #{t}: #{measured}")
+    end
+
+    IO.puts(:stderr, "\nwrote #{out} and #{charts}/*.svg in #{meta.duration}")
+  end
+
+  defp loadavg do
+    case File.read("/proc/loadavg") do
+      {:ok, text} -> text |> String.split() |> hd() |> String.to_float()
+      _ -> 0.0
+    end
+  end
+
+  defp fmt_load(l), do: :erlang.float_to_binary(l, decimals: 2)
+
+  defp cpu_model do
+    with {:ok, text} <- File.read("/proc/cpuinfo"),
+         [_, model] <- Regex.run(~r/model name\s*:\s*(.+)/, text) do
+      String.trim(model)
+    else
+      _ -> "unknown CPU"
+    end
+  end
+
+  defp mem_total do
+    with {:ok, text} <- File.read("/proc/meminfo"),
+         [_, kb] <- Regex.run(~r/MemTotal:\s*(\d+)/, text) do
+      "#{round(String.to_integer(kb) / 1024 / 1024)} GiB RAM"
+    else
+      _ -> "unknown RAM"
+    end
+  end
+
+  defp rustc do
+    case System.cmd("rustc", ["--version"], stderr_to_stdout: true) do
+      {v, 0} -> v |> String.split() |> Enum.take(2) |> Enum.join(" ")
+      _ -> "rustc ?"
+    end
+  rescue
+    _ -> "rustc ?"
+  end
+end
+
+Bench.Run.main(System.argv())

@@ -36,4 +36,5 @@ defmodule ExBashkit.Native do
   def fs_remove(_session, _path, _recursive), do: :erlang.nif_error(:nif_not_loaded)
   def fs_rename(_session, _from, _to), do: :erlang.nif_error(:nif_not_loaded)
   def fs_stat(_session, _path), do: :erlang.nif_error(:nif_not_loaded)
+  def session_new_inline(_config), do: :erlang.nif_error(:nif_not_loaded)
 end

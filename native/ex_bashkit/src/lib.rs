@@ -142,6 +142,20 @@ fn fs_stat(env: Env, session: Session, path: String) -> Term {
     })
 }
 
+/// `session_new/1` on the calling (normal) scheduler, for configurations
+/// whose construction touches neither the host nor large data (no `:files`,
+/// no host mounts, cwd `/`): building the interpreter then takes tens of
+/// microseconds, less than the round trip to a dirty scheduler and back
+/// would add. Elixir picks this NIF only for such configurations
+/// (`ExBashkit.Session.new/1`); everything else goes through `session_new`.
+#[rustler::nif]
+fn session_new_inline(env: Env, config: SessionConfig) -> Term {
+    let term = answer(env, || SessionResource::new(&config).map(ResourceArc::new));
+    // Tell the VM this call used part of its time slice (about 40 µs of 1 ms).
+    rustler::schedule::consume_timeslice(env, 4);
+    term
+}
+
 /// Read `[worker_threads: n, stack_size: bytes]` (either may be absent).
 fn load(_env: Env, info: Term) -> bool {
     guard::install_panic_hook();

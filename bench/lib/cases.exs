@@ -312,11 +312,18 @@ defmodule Bench.Cases do
     end)
   end
 
-  # Round trips of a plain Elixir process answering pings, first on an idle
-  # node, then while 64 sessions run the CPU-heavy loop script back to back.
+  # How fast a plain Elixir process serves requests, first on an idle node,
+  # then while 64 sessions run the CPU-heavy loop script back to back:
+  #   - UDP pings from another OS process (bench/raw --ping), answered by a
+  #     plain process: the target metric, since a request from outside has
+  #     to wait for a scheduler thread to get a CPU;
+  #   - pings between two processes inside the VM, and how late the pinging
+  #     process wakes from `Process.sleep(1)` (timer lateness).
   defp responsiveness(quick?) do
     secs = if quick?, do: 300, else: 3_000
+    {udp_port, echo} = udp_echo()
     idle = ping_for(div(secs, 3))
+    idle_udp = Bench.Raw.ping(udp_port, div(secs, 3))
 
     stop = :atomics.new(1, [])
 
@@ -331,6 +338,7 @@ defmodule Bench.Cases do
     # Let the load ramp up (every session running) before measuring.
     Process.sleep(200)
     busy = ping_for(secs)
+    busy_udp = Bench.Raw.ping(udp_port, secs)
     :atomics.put(stop, 1, 1)
 
     scripts =
@@ -343,13 +351,45 @@ defmodule Bench.Cases do
         end
       )
 
+    send(echo, :stop)
+    udp = fn records, phase -> Enum.map(records, &rename_udp(&1, phase)) end
+
     [
       {:sample, "ours/ping.idle", elem(idle, 0)},
       {:sample, "ours/ping.loaded", elem(busy, 0)},
       {:sample, "ours/sleep_overshoot.idle", elem(idle, 1)},
       {:sample, "ours/sleep_overshoot.loaded", elem(busy, 1)},
       {:info, "ours/ping.loaded_scripts", Integer.to_string(scripts)}
-    ]
+    ] ++ udp.(idle_udp, "idle") ++ udp.(busy_udp, "loaded")
+  end
+
+  defp rename_udp({tag, "raw/ping.udp" <> rest, value}, phase),
+    do: {tag, "ours/udp_ping.#{phase}#{rest}", value}
+
+  # A plain process echoing UDP datagrams on 127.0.0.1.
+  defp udp_echo do
+    parent = self()
+
+    pid =
+      spawn_link(fn ->
+        {:ok, socket} = :gen_udp.open(0, [:binary, active: true, ip: {127, 0, 0, 1}])
+        {:ok, port} = :inet.port(socket)
+        send(parent, {:udp_port, self(), port})
+        udp_echo_loop(socket)
+      end)
+
+    receive do: ({:udp_port, ^pid, port} -> {port, pid})
+  end
+
+  defp udp_echo_loop(socket) do
+    receive do
+      {:udp, ^socket, ip, port, data} ->
+        :ok = :gen_udp.send(socket, ip, port, data)
+        udp_echo_loop(socket)
+
+      :stop ->
+        :gen_udp.close(socket)
+    end
   end
 
   defp heavy_loop(session, stop, n) do

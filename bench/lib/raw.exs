@@ -26,6 +26,14 @@ defmodule Bench.Raw do
     end
   end
 
+  @doc "Run the UDP pinger against 127.0.0.1:`port` for `millis` ms."
+  def ping(port, millis) do
+    case System.cmd(binary(), ["--ping", Integer.to_string(port), Integer.to_string(millis)]) do
+      {out, 0} -> parse(out)
+      {out, code} -> raise "raw pinger failed (exit #{code}): #{String.slice(out, 0, 500)}"
+    end
+  end
+
   defp parse(text) do
     path = Path.join(System.tmp_dir!(), "ex_bashkit_raw_#{System.unique_integer([:positive])}")
     File.write!(path, text)

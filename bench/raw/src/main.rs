@@ -17,6 +17,7 @@
 //! {info, <<"key">>, <<"text">>}.
 //! ```
 //!
+//! `--ping PORT MILLIS` is the outside client of the responsiveness case.
 //! `--json` prints the same data as JSON with percentiles, for people.
 //! `--quick` shrinks every budget (a smoke run). Arguments name the case
 //! groups to run (default: all but `construct` and `handoff`, the
@@ -712,7 +713,57 @@ impl Bench {
     }
 }
 
+/// `--ping PORT MILLIS`: send a UDP datagram to 127.0.0.1:PORT every
+/// millisecond for MILLIS ms, wait for the echo, and print the round trips.
+/// The Elixir side answers from a plain process (`bench/lib/cases.exs`), so
+/// this measures how fast the BEAM serves an outside request.
+fn udp_ping(port: u16, millis: u64) {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    socket.connect(("127.0.0.1", port)).expect("connect");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let deadline = Instant::now() + Duration::from_millis(millis);
+    let mut rtts = Vec::new();
+    let mut lost = 0u64;
+    let mut buf = [0u8; 64];
+    let mut seq = 0u64;
+    while Instant::now() < deadline {
+        seq += 1;
+        let t0 = Instant::now();
+        socket.send(&seq.to_be_bytes()).expect("send");
+        // Skip stale echoes of pings that timed out earlier.
+        loop {
+            match socket.recv(&mut buf) {
+                Ok(8) if buf[..8] == seq.to_be_bytes() => {
+                    rtts.push(t0.elapsed().as_nanos() as u64);
+                    break;
+                }
+                Ok(_) => continue,
+                Err(_) => {
+                    lost += 1;
+                    break;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    println!("{}", emit(&Record::Sample("ping.udp".into(), rtts), false));
+    println!(
+        "{}",
+        emit(&Record::Info("ping.udp.lost".into(), lost.to_string()), false)
+    );
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() == 4 && args[1] == "--ping" {
+        udp_ping(
+            args[2].parse().expect("port"),
+            args[3].parse().expect("millis"),
+        );
+        return;
+    }
     let mut json = false;
     let mut quick = false;
     let mut groups: Vec<String> = Vec::new();

@@ -33,6 +33,10 @@ use bashkit::{
 };
 use tokio::runtime::{Builder, Runtime};
 
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const GROUPS: &[&str] = &[
     "echo",
     "new",

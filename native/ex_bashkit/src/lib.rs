@@ -9,6 +9,7 @@
 //! exec), `options` (option term to `Bash`), `fs_api` (filesystem API),
 //! `reply` (messages to Elixir), `errors` (messages), `guard` (panics).
 
+mod allocator;
 mod errors;
 mod fs_api;
 mod guard;

@@ -5,7 +5,8 @@
 //! the same builder settings as `native/ex_bashkit/src/options.rs::build_bash`
 //! (see `build_bash` below, keep the two in step) and on the same tokio setup
 //! as `native/ex_bashkit/src/runtime.rs` (multi-thread runtime, one worker per
-//! core and at least two, 64 MiB stacks).
+//! core and at least two, 64 MiB stacks), with the same allocator (mimalloc;
+//! build with `--no-default-features` for glibc's).
 //!
 //! Output (stdout), one Erlang term per line so that Elixir reads it with
 //! `:file.consult/1` (no JSON library is available there):
@@ -33,6 +34,7 @@ use bashkit::{
 };
 use tokio::runtime::{Builder, Runtime};
 
+/// The same allocator as the NIF (see native/ex_bashkit/src/allocator.rs).
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -755,7 +757,10 @@ fn udp_ping(port: u16, millis: u64) {
     println!("{}", emit(&Record::Sample("ping.udp".into(), rtts), false));
     println!(
         "{}",
-        emit(&Record::Info("ping.udp.lost".into(), lost.to_string()), false)
+        emit(
+            &Record::Info("ping.udp.lost".into(), lost.to_string()),
+            false
+        )
     );
 }
 

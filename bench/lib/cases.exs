@@ -6,7 +6,7 @@ defmodule Bench.Cases do
   #
   # Each group returns a list of records shaped like the Rust harness's:
   #   {:sample, name, [ns]}
-  #   {:throughput, name, sessions, ops, elapsed_ns, [latency_ns]}
+  #   {:throughput, name, sessions, ops, elapsed_ns, cpu_ns, [latency_ns]}
   #   {:memory, name, count, bytes_per_session, rss_before_kb, rss_after_kb}
   #   {:info, key, text}
   #   {:unavailable, name, reason}   a case this build cannot run yet
@@ -256,15 +256,17 @@ defmodule Bench.Cases do
       end
 
     for w <- workers, do: receive(do: ({:ready, ^w} -> :ok))
+    cpu0 = cpu_ns()
     t0 = System.monotonic_time()
     for w <- workers, do: send(w, go)
 
     latencies = Enum.flat_map(workers, fn w -> receive(do: ({:done, ^w, lat} -> lat)) end)
 
     elapsed = System.monotonic_time() - t0
+    cpu = cpu_ns() - cpu0
     ns = &System.convert_time_unit(&1, :native, :nanosecond)
 
-    {:throughput, "ours/concurrency.#{n}", n, length(latencies), ns.(elapsed),
+    {:throughput, "ours/concurrency.#{n}", n, length(latencies), ns.(elapsed), cpu,
      Enum.map(latencies, ns)}
   end
 
@@ -299,6 +301,14 @@ defmodule Bench.Cases do
       {:info, "ours/idle_session.live", "#{live} (#{kept} held)"},
       {:info, "ours/idle_session.failures", Integer.to_string(failures)}
     ]
+  end
+
+  # CPU time (user + system, all threads) of this OS process, as
+  # bench/raw/src/main.rs::cpu_ns reads it: clock ticks of 10 ms.
+  defp cpu_ns do
+    [_, rest] = "/proc/self/stat" |> File.read!() |> String.split(")", parts: 2)
+    fields = String.split(rest)
+    (String.to_integer(Enum.at(fields, 11)) + String.to_integer(Enum.at(fields, 12))) * 10_000_000
   end
 
   @doc false

@@ -41,7 +41,7 @@ defmodule Bench.Chart do
 
         [
           line(gx, top - 8, gx, height - 40, "#ddd"),
-          text(gx, height - 24, Bench.Stats.fmt_ns(d), anchor: "middle", size: 11, fill: "#555")
+          text(gx, height - 24, decade_label(d), anchor: "middle", size: 11, fill: "#555")
         ]
       end
 
@@ -192,6 +192,12 @@ defmodule Bench.Chart do
 
   defp r(v) when is_integer(v), do: Integer.to_string(v)
   defp r(v), do: :erlang.float_to_binary(v / 1, decimals: 1)
+
+  defp decade_label(ns) do
+    Enum.find_value([{1.0e9, "s"}, {1.0e6, "ms"}, {1.0e3, "µs"}, {1.0, "ns"}], fn {unit, name} ->
+      if ns >= unit, do: "#{round(ns / unit)} #{name}"
+    end)
+  end
 
   defp decade_floor(v), do: :math.pow(10, :math.floor(:math.log10(max(v, 1))))
   defp decade_ceil(v), do: :math.pow(10, :math.ceil(:math.log10(max(v, 1)) + 0.0001))

@@ -13,7 +13,7 @@ defmodule Bench.Raw do
 
   @doc """
   Run `groups`; returns records `{:sample, name, ns_list}`,
-  `{:throughput, name, sessions, ops, elapsed_ns, latencies}`,
+  `{:throughput, name, sessions, ops, elapsed_ns, cpu_ns, latencies}`,
   `{:memory, name, count, bytes_per_session, rss_before_kb, rss_after_kb}`,
   `{:info, key, value}`, with every name prefixed by "raw/".
   """

@@ -53,8 +53,8 @@ defmodule Bench.Report do
       {:sample, name, xs} ->
         {name, {:sample, Bench.Stats.summary(xs)}}
 
-      {:throughput, name, n, ops, ns, lat} ->
-        {name, {:throughput, n, ops, ns, Bench.Stats.summary(lat)}}
+      {:throughput, name, n, ops, ns, cpu, lat} ->
+        {name, {:throughput, n, ops, ns, cpu, Bench.Stats.summary(lat)}}
 
       {:memory, name, count, bps, b, a} ->
         {name, {:memory, count, bps, b, a}}
@@ -79,7 +79,16 @@ defmodule Bench.Report do
 
   defp ops_per_s(r, name) do
     case r[name] do
-      {:throughput, _n, ops, ns, _} -> ops / (ns / 1.0e9)
+      {:throughput, _n, ops, ns, _cpu, _} -> ops / (ns / 1.0e9)
+      _ -> nil
+    end
+  end
+
+  # CPU time per exec (all threads of the OS process): independent of how
+  # much of the machine other work took, unlike execs per second.
+  defp cpu_per_op(r, name) do
+    case r[name] do
+      {:throughput, _n, ops, _ns, cpu, _} when ops > 0 -> cpu / ops
       _ -> nil
     end
   end
@@ -203,13 +212,17 @@ defmodule Bench.Report do
       "\n## Concurrency\n\n",
       "N sessions, each driven by its own caller (an Elixir process for ExBashkit, a tokio task ",
       "for raw), exec `echo hi` back to back; #{fmt_int(meta.concurrency_ops)} execs in all per level. ",
-      "Latency is per exec as its caller sees it.\n\n",
+      "Latency is per exec as its caller sees it. *CPU per exec* is the CPU time the whole OS ",
+      "process used (every thread: BEAM schedulers, their busy-waiting, interpreter threads) ",
+      "divided by the execs: unlike execs per second it does not depend on how much of the ",
+      "machine other work took (10 ms clock ticks, so rough for short runs).\n\n",
       "![throughput chart](bench/charts/throughput.svg)\n\n",
       concurrency_table(r),
       "\n## Memory\n\n",
       memory_table(r),
       "\n## Responsiveness\n\n",
       responsiveness_table(r),
+      construct_table(r),
       "\n## Against ex_bashkit 0.1.7 (Hex)\n\n",
       hex_table(r),
       outputs(r),
@@ -228,7 +241,8 @@ defmodule Bench.Report do
       "| machine | #{meta.cpu}, #{meta.cores} cores, #{meta.mem} |\n",
       "| software | Erlang/OTP #{meta.otp}, Elixir #{meta.elixir}, bashkit 0.20.2, #{meta.rustc} |\n",
       "| load average | #{meta.load_before} before, #{meta.load_after} after |\n",
-      "| run | #{meta.duration}#{if meta.quick, do: " (`--quick`: small budgets, figures are rough)", else: ""} |\n",
+      "| run | #{meta.duration}#{if meta.quick, do: " (`--quick`: small budgets, figures are rough)", else: ""}" <>
+        "#{if meta.renice, do: ", interpreter threads reniced to #{meta.renice}", else: ""} |\n",
       if(meta.noisy,
         do:
           "\n> **Noisy machine**: the load average exceeded the core count during this run (other " <>
@@ -285,17 +299,18 @@ defmodule Bench.Report do
     raw1 = ops_per_s(r, "raw/concurrency.1")
 
     [
-      "| sessions | raw execs/s | ExBashkit execs/s | ExBashkit / raw | ExBashkit vs 1 session | raw p99 | ExBashkit median | ExBashkit p99 |\n",
-      "|---|---|---|---|---|---|---|---|\n",
+      "| sessions | raw execs/s | ExBashkit execs/s | ExBashkit / raw | ExBashkit vs 1 session | CPU per exec raw / ExBashkit | raw p99 | ExBashkit median | ExBashkit p99 |\n",
+      "|---|---|---|---|---|---|---|---|---|\n",
       for n <- Bench.Cases.concurrency_levels() do
         raw = ops_per_s(r, "raw/concurrency.#{n}")
         ours = ops_per_s(r, "ours/concurrency.#{n}")
-        lat = fn name -> match?({:throughput, _, _, _, _}, r[name]) && elem(r[name], 4) end
+        lat = fn name -> match?({:throughput, _, _, _, _, _}, r[name]) && elem(r[name], 5) end
         rl = lat.("raw/concurrency.#{n}")
         ol = lat.("ours/concurrency.#{n}")
 
         "| #{n} | #{raw && fmt_int(raw)} | #{ours && fmt_int(ours)} | #{fmt_ratio(ratio(ours, raw))} | " <>
           "#{fmt_ratio(ratio(ours, c1))} (raw #{fmt_ratio(ratio(raw, raw1))}) | " <>
+          "#{fmt_ns(cpu_per_op(r, "raw/concurrency.#{n}"))} / #{fmt_ns(cpu_per_op(r, "ours/concurrency.#{n}"))} | " <>
           "#{rl && fmt_ns(rl.p99)} | #{ol && fmt_ns(ol.median)} | #{ol && fmt_ns(ol.p99)} |\n"
       end
     ]
@@ -360,6 +375,30 @@ defmodule Bench.Report do
       row.("sleep overshoot, idle", "ours/sleep_overshoot.idle"),
       row.("sleep overshoot, 64 sessions busy", "ours/sleep_overshoot.loaded")
     ]
+  end
+
+  defp construct_table(r) do
+    rows = [
+      {"`Bash::new()` (bashkit defaults)", "construct.bash_new"},
+      {"our builder settings, without alias expansion", "construct.builder_no_alias"},
+      {"our builder settings (= `build_bash`)", "construct.build_bash"},
+      {"… with `.rootfs(false)` (not used: changes behaviour)", "construct.no_rootfs"},
+      {"alias expansion (`shell_state` + `restore_shell_state`) alone",
+       "construct.alias_state_roundtrip"},
+      {"dropping an idle interpreter", "construct.drop"}
+    ]
+
+    if Enum.any?(rows, fn {_, n} -> stats(r, "raw/" <> n) end) do
+      [
+        "\n## Where interpreter construction goes (raw bashkit)\n\n",
+        "| step | median (p90 / p99) |\n|---|---|\n",
+        for {label, name} <- rows, s = stats(r, "raw/" <> name) do
+          "| #{label} | #{fmt_ns(s.median)} (#{fmt_ns(s.p90)} / #{fmt_ns(s.p99)}) |\n"
+        end
+      ]
+    else
+      ""
+    end
   end
 
   defp hex_table(r) do

@@ -13,7 +13,7 @@
 //!
 //! ```text
 //! {sample, <<"echo_hi.exec">>, [Ns, ...]}.              per-operation latencies
-//! {throughput, <<"concurrency.8">>, Sessions, Ops, ElapsedNs, [LatencyNs, ...]}.
+//! {throughput, <<"concurrency.8">>, Sessions, Ops, ElapsedNs, CpuNs, [LatencyNs, ...]}.
 //! {memory, <<"idle_session">>, Count, BytesPerSession, RssBeforeKb, RssAfterKb}.
 //! {info, <<"key">>, <<"text">>}.
 //! ```
@@ -230,6 +230,8 @@ enum Record {
         sessions: usize,
         ops: u64,
         elapsed_ns: u64,
+        /// CPU time the whole process used meanwhile (all threads).
+        cpu_ns: u64,
         latencies: Vec<u64>,
     },
     Memory {
@@ -320,11 +322,12 @@ fn emit(record: &Record, json: bool) -> String {
                 sessions,
                 ops,
                 elapsed_ns,
+                cpu_ns,
                 latencies,
             },
             false,
         ) => format!(
-            "{{throughput, {}, {sessions}, {ops}, {elapsed_ns}, [{}]}}.",
+            "{{throughput, {}, {sessions}, {ops}, {elapsed_ns}, {cpu_ns}, [{}]}}.",
             erl_bin(name),
             list(latencies)
         ),
@@ -334,11 +337,12 @@ fn emit(record: &Record, json: bool) -> String {
                 sessions,
                 ops,
                 elapsed_ns,
+                cpu_ns,
                 latencies,
             },
             true,
         ) => format!(
-            "{}: {{\"sessions\":{sessions},\"ops\":{ops},\"elapsed_ns\":{elapsed_ns},\"ops_per_s\":{:.0},\"latency\":{}}}",
+            "{}: {{\"sessions\":{sessions},\"ops\":{ops},\"elapsed_ns\":{elapsed_ns},\"cpu_ns\":{cpu_ns},\"ops_per_s\":{:.0},\"latency\":{}}}",
             json_str(name),
             *ops as f64 / (*elapsed_ns as f64 / 1e9),
             stats_json(latencies)
@@ -397,6 +401,22 @@ impl Builtin for Answer {
     async fn execute(&self, _ctx: BuiltinContext<'_>) -> bashkit::Result<ExecResult> {
         Ok(ExecResult::ok("x\n".to_string()))
     }
+}
+
+/// CPU time (user + system) this process has used, from /proc/self/stat.
+fn cpu_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are the
+    // 12th and 13th of those, in clock ticks (100 per second on Linux).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (ticks(11) + ticks(12)) * 10_000_000
 }
 
 fn rss_kb() -> u64 {
@@ -586,6 +606,7 @@ impl Bench {
             let per = total.div_ceil(n);
             // Sessions are built before the clock starts.
             let sessions: Vec<Bash> = (0..n).map(|_| build_bash()).collect();
+            let cpu0 = cpu_ns();
             let start = Instant::now();
             let handles: Vec<_> = sessions
                 .into_iter()
@@ -606,11 +627,13 @@ impl Bench {
                 latencies.extend(self.rt.block_on(h).unwrap());
             }
             let elapsed = start.elapsed();
+            let cpu = cpu_ns() - cpu0;
             self.records.push(Record::Throughput {
                 name: format!("concurrency.{n}"),
                 sessions: n,
                 ops: latencies.len() as u64,
                 elapsed_ns: elapsed.as_nanos() as u64,
+                cpu_ns: cpu,
                 latencies,
             });
         }

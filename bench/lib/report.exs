@@ -394,6 +394,14 @@ defmodule Bench.Report do
         "| step | median (p90 / p99) |\n|---|---|\n",
         for {label, name} <- rows, s = stats(r, "raw/" <> name) do
           "| #{label} | #{fmt_ns(s.median)} (#{fmt_ns(s.p90)} / #{fmt_ns(s.p99)}) |\n"
+        end,
+        case {mem(r, "raw/construct.memory.build_bash"), mem(r, "raw/construct.memory.no_rootfs")} do
+          {a, b} when is_integer(a) and is_integer(b) ->
+            "\nMemory per idle interpreter: #{fmt_bytes(a)} with our settings, #{fmt_bytes(b)} " <>
+              "without the root filesystem layer.\n"
+
+          _ ->
+            ""
         end
       ]
     else

@@ -739,6 +739,35 @@ impl Bench {
             timed(|| drop(bash)).0
         });
         self.push_sample("construct.drop", xs);
+
+        // Memory of the variants: what the root filesystem layer costs.
+        let count = if self.quick { 500 } else { 5_000 };
+        let variants: Vec<(&str, Box<dyn Fn() -> Bash>)> = vec![
+            ("construct.memory.build_bash", Box::new(build_bash)),
+            (
+                "construct.memory.no_rootfs",
+                Box::new(|| finish(builder(ExecutionLimits::new()).rootfs(false).build())),
+            ),
+        ];
+        // Everything stays alive until the end, so that no variant reuses
+        // memory another one freed.
+        let mut held: Vec<Vec<Bash>> = Vec::new();
+        for (name, f) in variants {
+            let base: Vec<Bash> = (0..200).map(|_| f()).collect();
+            let before = rss_kb();
+            let kept: Vec<Bash> = (0..count).map(|_| f()).collect();
+            let after = rss_kb();
+            held.push(base);
+            held.push(kept);
+            self.records.push(Record::Memory {
+                name: name.to_string(),
+                count,
+                bytes_per_session: (after.saturating_sub(before) * 1024) / count as u64,
+                rss_before_kb: before,
+                rss_after_kb: after,
+            });
+        }
+        std::hint::black_box(&held);
     }
 }
 

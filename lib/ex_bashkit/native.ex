@@ -48,4 +48,6 @@ defmodule ExBashkit.Native do
 
   def session_restore(_session, _bytes, _key, _pid, _ref),
     do: :erlang.nif_error(:nif_not_loaded)
+
+  def session_new_inline(_config), do: :erlang.nif_error(:nif_not_loaded)
 end

@@ -375,7 +375,7 @@ defmodule ExBashkit.Session do
   def new(opts \\ []) do
     parsed = Options.parse!(opts)
 
-    case Native.session_new(parsed.native) do
+    case create(parsed.native) do
       {:ok, resource} ->
         %__MODULE__{
           resource: resource,
@@ -388,6 +388,16 @@ defmodule ExBashkit.Session do
         raise ArgumentError, "ExBashkit.Session.new/1: " <> message
     end
   end
+
+  # A configuration that only describes in-memory state builds in tens of
+  # microseconds: do it on the calling scheduler rather than pay the round
+  # trip to a dirty scheduler. Seeding files, host mounts, a cwd to create or
+  # an embedded runtime may take longer: those go to a dirty scheduler.
+  defp create(%{files: [], mounts: [], allowed_mount_paths: nil, cwd: "/"} = native)
+       when native.python == [] and native.virtual_fs == [] and native.builtins == [],
+       do: Native.session_new_inline(native)
+
+  defp create(native), do: Native.session_new(native)
 
   @doc """
   Execute `script` against `session`, mutating it in place.

@@ -5,7 +5,7 @@
 //! Every body is wrapped in `guard::catch`, so a panic becomes
 //! `{:error, message}` instead of reaching the VM.
 //!
-//! Modules: `runtime` (interpreter threads), `session` (the resource, exec,
+//! Modules: `runtime` (interpreter threads), `allocator` (mimalloc), `session` (the resource, exec,
 //! state, reset), `options` (option term to `Bash`), `mounts` (host
 //! directories), `net` (network allowlist), `fs_api` (filesystem API),
 //! `callbacks` (back-calls into Elixir) with `builtins` and `vfs` on top,
@@ -14,6 +14,7 @@
 //! builtin), `reply` (messages to Elixir), `errors` (messages), `guard`
 //! (panics).
 
+mod allocator;
 mod builtins;
 mod callbacks;
 mod changes;
@@ -249,6 +250,20 @@ fn session_restore<'a>(
         snapshot::restore(session, bytes, key, ReplyTo::new(pid, reference));
         Ok(())
     })
+}
+
+/// `session_new/1` on the calling (normal) scheduler, for configurations
+/// whose construction touches neither the host nor large data (no `:files`,
+/// no host mounts, cwd `/`): building the interpreter then takes tens of
+/// microseconds, less than the round trip to a dirty scheduler and back
+/// would add. Elixir picks this NIF only for such configurations
+/// (`ExBashkit.Session.new/1`); everything else goes through `session_new`.
+#[rustler::nif]
+fn session_new_inline(env: Env, config: SessionConfig) -> Term {
+    let term = answer(env, || SessionResource::new(config).map(ResourceArc::new));
+    // Tell the VM this call used part of its time slice (about 40 µs of 1 ms).
+    rustler::schedule::consume_timeslice(env, 4);
+    term
 }
 
 /// Read `[worker_threads: n, stack_size: bytes]` (either may be absent).

@@ -191,6 +191,15 @@ pub fn build_bash(
     Ok(bash)
 }
 
+/// Whether `prepare` has anything to do (it is skipped on the fast path of
+/// a purely in-memory session).
+pub fn needs_prepare(config: &SessionConfig) -> bool {
+    !config.mounts.is_empty()
+        || !config.files.is_empty()
+        || !config.virtual_fs.is_empty()
+        || config.cwd != "/"
+}
+
 /// The asynchronous half of construction: attach host mounts, seed
 /// `:files` (through the mounts, like `write_file/3`), create the cwd, mount
 /// the virtual_fs backends.

@@ -1,0 +1,456 @@
+defmodule Bench.Cases do
+  @moduledoc false
+  # The Elixir side of every case: ExBashkit's API ("ours/...") and
+  # `System.cmd("bash", ["-c", script])` ("bash/..."). Scripts, data sizes and
+  # limits are the same as in bench/raw/src/main.rs (keep them in step).
+  #
+  # Each group returns a list of records shaped like the Rust harness's:
+  #   {:sample, name, [ns]}
+  #   {:throughput, name, sessions, ops, elapsed_ns, cpu_ns, [latency_ns]}
+  #   {:memory, name, count, bytes_per_session, rss_before_kb, rss_after_kb}
+  #   {:info, key, text}
+  #   {:unavailable, name, reason}   a case this build cannot run yet
+
+  alias Bench.Sampler
+  alias ExBashkit.Session
+
+  @echo "echo hi"
+  @loop "s=0; for ((i=0; i<10000; i++)); do s=$((s + i)); done; echo $s"
+  @pipeline "seq 1 10000 | grep 7 | wc -l"
+  @builtin "answer"
+  @vfs_backend "cat /api/blob | wc -c"
+  @mb 1024 * 1024
+  @loop_limits [max_commands: 1_000_000, max_loop_iterations: 1_000_000]
+  @concurrency_levels [1, 2, 8, 64, 512]
+  @concurrency_ops 60_000
+  @memory_sessions 10_000
+  @memory_base 1_000
+
+  def loop_script, do: @loop
+  def concurrency_levels, do: @concurrency_levels
+
+  # -- helpers ----------------------------------------------------------------
+
+  defp budget(b, quick?), do: Sampler.scale(b, quick?)
+
+  defp sample(name, b, quick?, fun) do
+    {:sample, name, Sampler.isolated(fn -> Sampler.sample(budget(b, quick?), fun) end)}
+  end
+
+  defp ok!({:ok, %ExBashkit.Result{} = r}, _what), do: r
+  defp ok!(other, what), do: raise("#{what}: #{inspect(other, limit: 5)}")
+
+  defp bash_available?, do: System.find_executable("bash") != nil
+
+  defp bash(script) do
+    {_, 0} = System.cmd("bash", ["-c", script])
+  end
+
+  # The bash baseline: a process per call, as an Elixir user would do it.
+  defp bash_sample(name, script, quick?) do
+    if bash_available?() do
+      {out, 0} = System.cmd("bash", ["-c", script])
+
+      [
+        {:info, "bash/#{name}.stdout", out},
+        sample("bash/#{name}", {5, 30, 2_000, 1_500}, quick?, fn -> bash(script) end)
+      ]
+    else
+      [{:unavailable, "bash/#{name}", "no bash on PATH"}]
+    end
+  end
+
+  # -- groups -------------------------------------------------------------------
+
+  def run("echo", quick?) do
+    session = Session.new()
+    "hi\n" = ok!(Session.exec(session, @echo), "echo").stdout
+
+    [
+      sample("ours/echo_hi.session_exec", {2_000, 2_000, 200_000, 1_500}, quick?, fn ->
+        Session.exec(session, @echo)
+      end),
+      sample("ours/echo_hi.exec", {500, 1_000, 100_000, 1_500}, quick?, fn ->
+        ExBashkit.exec(@echo)
+      end)
+    ] ++ bash_sample("echo_hi", @echo, quick?)
+  end
+
+  def run("new", quick?) do
+    [sample("ours/session_new.new", {500, 1_000, 100_000, 1_500}, quick?, &Session.new/0)]
+  end
+
+  def run("loop", quick?) do
+    session = Session.new(limits: @loop_limits)
+    out = ok!(Session.exec(session, @loop), "loop").stdout
+
+    [
+      {:info, "ours/loop_10k.stdout", out},
+      sample("ours/loop_10k.session_exec", {3, 20, 500, 1_500}, quick?, fn ->
+        Session.exec(session, @loop)
+      end)
+    ] ++ bash_sample("loop_10k", @loop, quick?)
+  end
+
+  def run("pipeline", quick?) do
+    session = Session.new()
+    out = ok!(Session.exec(session, @pipeline), "pipeline").stdout
+
+    [
+      {:info, "ours/pipeline.stdout", out},
+      sample("ours/pipeline.session_exec", {10, 30, 5_000, 1_500}, quick?, fn ->
+        Session.exec(session, @pipeline)
+      end)
+    ] ++ bash_sample("pipeline", @pipeline, quick?)
+  end
+
+  def run("vfs", quick?) do
+    session = Session.new()
+    data = :binary.copy("x", @mb)
+
+    [
+      sample("ours/vfs_1mb.write_read", {20, 100, 10_000, 1_500}, quick?, fn ->
+        :ok = Session.write_file(session, "/data/blob.bin", data)
+        {:ok, back} = Session.read_file(session, "/data/blob.bin")
+        @mb = byte_size(back)
+      end)
+    ]
+  end
+
+  def run("builtin", quick?) do
+    name = "ours/builtin.exec"
+
+    with {:ok, session} <- try_new(builtins: %{"answer" => fn _call -> {:ok, "x\n"} end}),
+         :ok <- expect(session, @builtin, "x\n") do
+      [
+        sample(name, {2_000, 2_000, 200_000, 1_500}, quick?, fn ->
+          Session.exec(session, @builtin)
+        end)
+      ]
+    else
+      {:error, reason} -> [{:unavailable, name, reason}]
+    end
+  end
+
+  def run("vfs_backend", quick?) do
+    name = "ours/vfs_backend_1mb.exec"
+    data = :binary.copy("x", @mb)
+
+    backend = fn
+      %{op: :read} -> {:ok, data}
+      _ -> {:error, :enotsup}
+    end
+
+    with {:ok, session} <- try_new(virtual_fs: %{"/api" => backend}),
+         :ok <- expect(session, @vfs_backend, "#{@mb}\n") do
+      [
+        sample(name, {20, 100, 10_000, 1_500}, quick?, fn ->
+          Session.exec(session, @vfs_backend)
+        end)
+      ]
+    else
+      {:error, reason} -> [{:unavailable, name, reason}]
+    end
+  end
+
+  def run("snapshot", quick?) do
+    if function_exported?(Session, :snapshot, 2) and function_exported?(Session, :restore, 3) do
+      snapshot_case(quick?)
+    else
+      reason = "ExBashkit.Session.snapshot/2 and restore/3 are not available in this build"
+
+      [
+        {:unavailable, "ours/snapshot_1mb.snapshot", reason},
+        {:unavailable, "ours/snapshot_1mb.restore", reason}
+      ]
+    end
+  end
+
+  def run("concurrency", quick?) do
+    total = if quick?, do: 5_000, else: @concurrency_ops
+
+    for n <- @concurrency_levels do
+      Sampler.isolated(fn -> concurrency(n, total) end)
+    end
+  end
+
+  def run("memory", quick?) do
+    count = if quick?, do: 1_000, else: @memory_sessions
+    Sampler.isolated(fn -> memory(count) end)
+  end
+
+  def run("responsiveness", quick?) do
+    Sampler.isolated(fn -> responsiveness(quick?) end)
+  end
+
+  # -- the longer cases ---------------------------------------------------------
+
+  # Calls through `apply/3` so that this file compiles against a build
+  # without snapshot/restore.
+  defp snapshot_case(quick?) do
+    session = Session.new()
+
+    for i <- 0..15 do
+      :ok = Session.write_file(session, "/state/f#{i}.bin", :rand.bytes(div(@mb, 16)))
+    end
+
+    ok!(Session.exec(session, "x=42; greet() { echo hi; }"), "snapshot setup")
+    {:ok, bytes} = apply(Session, :snapshot, [session, []])
+    fresh = Session.new()
+    {:ok, fresh} = apply(Session, :restore, [fresh, bytes, []])
+    check = ok!(Session.exec(fresh, "echo $x; wc -c < /state/f3.bin"), "restored").stdout
+
+    [
+      {:info, "ours/snapshot_1mb.bytes", Integer.to_string(byte_size(bytes))},
+      {:info, "ours/snapshot_1mb.restored", check},
+      sample("ours/snapshot_1mb.snapshot", {5, 30, 2_000, 1_500}, quick?, fn ->
+        {:ok, _} = apply(Session, :snapshot, [session, []])
+      end),
+      sample("ours/snapshot_1mb.restore", {5, 30, 2_000, 1_500}, quick?, fn ->
+        {:ok, _} = apply(Session, :restore, [fresh, bytes, []])
+      end)
+    ]
+  end
+
+  defp try_new(opts) do
+    {:ok, Session.new(opts)}
+  rescue
+    e in ArgumentError -> {:error, "not available in this build: " <> Exception.message(e)}
+  end
+
+  defp expect(session, script, stdout) do
+    case Session.exec(session, script) do
+      {:ok, %{stdout: ^stdout}} ->
+        :ok
+
+      other ->
+        {:error,
+         "not available in this build (#{inspect(script)} answered #{inspect(other, limit: 3, printable_limit: 80)})"}
+    end
+  end
+
+  # `n` processes, each with its own session, exec "echo hi" back to back;
+  # `total` execs in all. Sessions are built and warmed before the clock.
+  defp concurrency(n, total) do
+    per = div(total + n - 1, n)
+    parent = self()
+    go = make_ref()
+
+    workers =
+      for _ <- 1..n do
+        spawn_link(fn ->
+          session = Session.new()
+          {:ok, _} = Session.exec(session, @echo)
+          send(parent, {:ready, self()})
+          receive do: (^go -> :ok)
+
+          lat =
+            for _ <- 1..per do
+              t0 = System.monotonic_time()
+              {:ok, _} = Session.exec(session, @echo)
+              System.monotonic_time() - t0
+            end
+
+          send(parent, {:done, self(), lat})
+        end)
+      end
+
+    for w <- workers, do: receive(do: ({:ready, ^w} -> :ok))
+    cpu0 = cpu_ns()
+    t0 = System.monotonic_time()
+    for w <- workers, do: send(w, go)
+
+    latencies = Enum.flat_map(workers, fn w -> receive(do: ({:done, ^w, lat} -> lat)) end)
+
+    elapsed = System.monotonic_time() - t0
+    cpu = cpu_ns() - cpu0
+    ns = &System.convert_time_unit(&1, :native, :nanosecond)
+
+    {:throughput, "ours/concurrency.#{n}", n, length(latencies), ns.(elapsed), cpu,
+     Enum.map(latencies, ns)}
+  end
+
+  # RSS growth while `count` more sessions are created and kept, after
+  # `@memory_base` already exist: the marginal cost of one idle session,
+  # BEAM side (the struct and resource handle) included.
+  defp memory(count) do
+    base = for _ <- 1..@memory_base, do: Session.new()
+    :erlang.garbage_collect()
+    before = rss_kb()
+    beam_before = :erlang.memory(:total)
+    sessions = for _ <- 1..count, do: Session.new()
+    :erlang.garbage_collect()
+    after_kb = rss_kb()
+    beam_after = :erlang.memory(:total)
+    live = ExBashkit.Native.live_sessions()
+
+    # "Alive without trouble": every one of them still answers.
+    failures =
+      sessions
+      |> Enum.take_every(max(div(count, 500), 1))
+      |> Enum.count(fn s -> Session.exec(s, @echo) != {:ok, %ExBashkit.Result{stdout: "hi\n"}} end)
+
+    # Keeps both lists alive until here (and not garbage before the RSS reads).
+    kept = length(base) + length(sessions)
+
+    [
+      {:memory, "ours/idle_session", count, div((after_kb - before) * 1024, count), before,
+       after_kb},
+      {:info, "ours/idle_session.beam_bytes",
+       Integer.to_string(div(beam_after - beam_before, count))},
+      {:info, "ours/idle_session.live", "#{live} (#{kept} held)"},
+      {:info, "ours/idle_session.failures", Integer.to_string(failures)}
+    ]
+  end
+
+  # CPU time (user + system, all threads) of this OS process, as
+  # bench/raw/src/main.rs::cpu_ns reads it: clock ticks of 10 ms.
+  defp cpu_ns do
+    [_, rest] = "/proc/self/stat" |> File.read!() |> String.split(")", parts: 2)
+    fields = String.split(rest)
+    (String.to_integer(Enum.at(fields, 11)) + String.to_integer(Enum.at(fields, 12))) * 10_000_000
+  end
+
+  @doc false
+  def rss_kb do
+    "/proc/self/status"
+    |> File.read!()
+    |> String.split("\n")
+    |> Enum.find_value(fn
+      "VmRSS:" <> rest -> rest |> String.split() |> hd() |> String.to_integer()
+      _ -> nil
+    end)
+  end
+
+  # How fast a plain Elixir process serves requests, first on an idle node,
+  # then while 64 sessions run the CPU-heavy loop script back to back:
+  #   - UDP pings from another OS process (bench/raw --ping), answered by a
+  #     plain process: the target metric, since a request from outside has
+  #     to wait for a scheduler thread to get a CPU;
+  #   - pings between two processes inside the VM, and how late the pinging
+  #     process wakes from `Process.sleep(1)` (timer lateness).
+  defp responsiveness(quick?) do
+    secs = if quick?, do: 300, else: 3_000
+    {udp_port, echo} = udp_echo()
+    idle = ping_for(div(secs, 3))
+    idle_udp = Bench.Raw.ping(udp_port, div(secs, 3))
+
+    stop = :atomics.new(1, [])
+
+    load =
+      for _ <- 1..64 do
+        spawn_link(fn ->
+          session = Session.new(limits: @loop_limits)
+          heavy_loop(session, stop, 0)
+        end)
+      end
+
+    # Let the load ramp up (every session running) before measuring.
+    Process.sleep(200)
+    busy = ping_for(secs)
+    busy_udp = Bench.Raw.ping(udp_port, secs)
+    :atomics.put(stop, 1, 1)
+
+    scripts =
+      Enum.sum(
+        for pid <- load do
+          ref = Process.monitor(pid)
+          send(pid, {:count, self()})
+          n = receive do: ({:count, ^pid, n} -> n)
+          receive do: ({:DOWN, ^ref, _, _, _} -> n)
+        end
+      )
+
+    send(echo, :stop)
+    udp = fn records, phase -> Enum.map(records, &rename_udp(&1, phase)) end
+
+    [
+      {:sample, "ours/ping.idle", elem(idle, 0)},
+      {:sample, "ours/ping.loaded", elem(busy, 0)},
+      {:sample, "ours/sleep_overshoot.idle", elem(idle, 1)},
+      {:sample, "ours/sleep_overshoot.loaded", elem(busy, 1)},
+      {:info, "ours/ping.loaded_scripts", Integer.to_string(scripts)}
+    ] ++ udp.(idle_udp, "idle") ++ udp.(busy_udp, "loaded")
+  end
+
+  defp rename_udp({tag, "raw/ping.udp" <> rest, value}, phase),
+    do: {tag, "ours/udp_ping.#{phase}#{rest}", value}
+
+  # A plain process echoing UDP datagrams on 127.0.0.1.
+  defp udp_echo do
+    parent = self()
+
+    pid =
+      spawn_link(fn ->
+        {:ok, socket} = :gen_udp.open(0, [:binary, active: true, ip: {127, 0, 0, 1}])
+        {:ok, port} = :inet.port(socket)
+        send(parent, {:udp_port, self(), port})
+        udp_echo_loop(socket)
+      end)
+
+    receive do: ({:udp_port, ^pid, port} -> {port, pid})
+  end
+
+  defp udp_echo_loop(socket) do
+    receive do
+      {:udp, ^socket, ip, port, data} ->
+        :ok = :gen_udp.send(socket, ip, port, data)
+        udp_echo_loop(socket)
+
+      :stop ->
+        :gen_udp.close(socket)
+    end
+  end
+
+  defp heavy_loop(session, stop, n) do
+    if :atomics.get(stop, 1) == 1 do
+      receive do: ({:count, from} -> send(from, {:count, self(), n}))
+    else
+      {:ok, _} = Session.exec(session, @loop)
+      heavy_loop(session, stop, n + 1)
+    end
+  end
+
+  # `{round_trips, sleep_overshoots}` in ns: a ping/pong with a process
+  # every millisecond, and how late the pinger's own `Process.sleep(1)`
+  # wakes up (a scheduler thread that cannot get a CPU shows up there).
+  defp ping_for(millis) do
+    ponger =
+      spawn_link(fn ->
+        pong = fn pong ->
+          receive do
+            {:ping, from, ref} ->
+              send(from, {:pong, ref})
+              pong.(pong)
+
+            :stop ->
+              :ok
+          end
+        end
+
+        pong.(pong)
+      end)
+
+    deadline = System.monotonic_time(:millisecond) + millis
+    {rtts, lates} = ping_loop(ponger, deadline, [], [])
+    send(ponger, :stop)
+    {rtts, lates}
+  end
+
+  defp ping_loop(ponger, deadline, rtts, lates) do
+    if System.monotonic_time(:millisecond) >= deadline do
+      {Enum.reverse(rtts), Enum.reverse(lates)}
+    else
+      ref = make_ref()
+      t0 = System.monotonic_time()
+      send(ponger, {:ping, self(), ref})
+      receive do: ({:pong, ^ref} -> :ok)
+      t1 = System.monotonic_time()
+      Process.sleep(1)
+      t2 = System.monotonic_time()
+      rtt = System.convert_time_unit(t1 - t0, :native, :nanosecond)
+      late = System.convert_time_unit(t2 - t1, :native, :nanosecond) - 1_000_000
+      ping_loop(ponger, deadline, [rtt | rtts], [max(late, 0) | lates])
+    end
+  end
+end

@@ -1,0 +1,498 @@
+defmodule Bench.Report do
+  @moduledoc false
+  # Turns the records of one run into BENCHMARKS.md: targets (met / not met
+  # with the ratio), latency tables, concurrency, memory, responsiveness, the
+  # comparison with the Hex package ex_bashkit 0.1.7, and the charts.
+
+  import Bench.Stats, only: [fmt_ns: 1, fmt_ratio: 1, fmt_bytes: 1, fmt_int: 1]
+
+  # ex_bashkit 0.1.7 (bashkit 0.13) medians on this kind of machine, from
+  # /work/shared/notes/native-build.md (not measured by this run).
+  @hex %{
+    session_exec_ns: 5_000,
+    session_new_ns: 19_000,
+    builtin_ns: 20_000,
+    idle_bytes: 26 * 1024,
+    ops_64: 10_000
+  }
+
+  # {label, raw name, ours name, bash name}
+  @rows [
+    {"`echo hi` on an existing session", "echo_hi.exec", "echo_hi.session_exec", "echo_hi"},
+    {"`echo hi` in a fresh interpreter (`ExBashkit.exec/1`)", "echo_hi.new_exec", "echo_hi.exec",
+     "echo_hi"},
+    {"10 000-iteration arithmetic loop", "loop_10k.exec", "loop_10k.session_exec", "loop_10k"},
+    {"pipeline `seq 1 10000 \\| grep 7 \\| wc -l`", "pipeline.exec", "pipeline.session_exec",
+     "pipeline"},
+    {"write then read 1 MiB through the VFS", "vfs_1mb.write_read", "vfs_1mb.write_read", nil},
+    {"`Session.new/1`", "session_new.new", "session_new.new", nil},
+    {"builtin round trip (script `answer`)", "builtin.exec", "builtin.exec", nil},
+    {"1 MiB read through a `virtual_fs` backend", "vfs_backend_1mb.exec", "vfs_backend_1mb.exec",
+     nil},
+    {"snapshot of a session holding 1 MiB of files", "snapshot_1mb.snapshot",
+     "snapshot_1mb.snapshot", nil},
+    {"restore of that snapshot", "snapshot_1mb.restore", "snapshot_1mb.restore", nil}
+  ]
+
+  @chart_rows [
+    {"echo hi (session)", "echo_hi.exec", "echo_hi.session_exec", "echo_hi"},
+    {"echo hi (fresh)", "echo_hi.new_exec", "echo_hi.exec", "echo_hi"},
+    {"Session.new", "session_new.new", "session_new.new", nil},
+    {"builtin round trip", "builtin.exec", "builtin.exec", nil},
+    {"VFS 1 MiB write+read", "vfs_1mb.write_read", "vfs_1mb.write_read", nil},
+    {"virtual_fs 1 MiB read", "vfs_backend_1mb.exec", "vfs_backend_1mb.exec", nil},
+    {"snapshot 1 MiB", "snapshot_1mb.snapshot", "snapshot_1mb.snapshot", nil},
+    {"restore 1 MiB", "snapshot_1mb.restore", "snapshot_1mb.restore", nil},
+    {"pipeline", "pipeline.exec", "pipeline.session_exec", "pipeline"},
+    {"10k loop", "loop_10k.exec", "loop_10k.session_exec", "loop_10k"}
+  ]
+
+  @doc "Index records by name, with latency summaries computed once."
+  def index(records) do
+    Map.new(records, fn
+      {:sample, name, xs} ->
+        {name, {:sample, Bench.Stats.summary(xs)}}
+
+      {:throughput, name, n, ops, ns, cpu, lat} ->
+        {name, {:throughput, n, ops, ns, cpu, Bench.Stats.summary(lat)}}
+
+      {:memory, name, count, bps, b, a} ->
+        {name, {:memory, count, bps, b, a}}
+
+      {:info, key, value} ->
+        {key, {:info, value}}
+
+      {:unavailable, name, reason} ->
+        {name, {:unavailable, reason}}
+    end)
+  end
+
+  defp stats(r, name) do
+    case r[name] do
+      {:sample, s} -> s
+      _ -> nil
+    end
+  end
+
+  defp median(r, name), do: (s = stats(r, name)) && s.median
+  defp info(r, key), do: match?({:info, _}, r[key]) && elem(r[key], 1)
+
+  defp ops_per_s(r, name) do
+    case r[name] do
+      {:throughput, _n, ops, ns, _cpu, _} -> ops / (ns / 1.0e9)
+      _ -> nil
+    end
+  end
+
+  # CPU time per exec (all threads of the OS process): independent of how
+  # much of the machine other work took, unlike execs per second.
+  defp cpu_per_op(r, name) do
+    case r[name] do
+      {:throughput, _n, ops, _ns, cpu, _} when ops > 0 -> cpu / ops
+      _ -> nil
+    end
+  end
+
+  defp ratio(a, b) when is_number(a) and is_number(b) and b > 0, do: a / b
+  defp ratio(_, _), do: nil
+
+  # -- targets ------------------------------------------------------------------
+
+  defp verdict(nil), do: "n/a"
+  defp verdict(true), do: "**met**"
+  defp verdict(false), do: "**not met**"
+
+  defp check(a, b, f) when is_number(a) and is_number(b), do: f.(a, b)
+  defp check(_, _, _), do: nil
+
+  defp unavailable_note(r, name) do
+    case r[name] do
+      {:unavailable, reason} -> reason
+      nil -> "not measured in this run"
+      _ -> nil
+    end
+  end
+
+  def targets(r) do
+    s_exec = median(r, "ours/echo_hi.session_exec")
+    raw_exec = median(r, "raw/echo_hi.exec")
+    once = median(r, "ours/echo_hi.exec")
+    raw_new_exec = median(r, "raw/echo_hi.new_exec")
+    bash = median(r, "bash/echo_hi")
+    new = median(r, "ours/session_new.new")
+    builtin = median(r, "ours/builtin.exec")
+    mem_ours = mem(r, "ours/idle_session")
+    mem_raw = mem(r, "raw/idle_session")
+    failures = info(r, "ours/idle_session.failures")
+    c1 = ops_per_s(r, "ours/concurrency.1")
+
+    scaling =
+      for n <- [2, 8, 64, 512],
+          v = ops_per_s(r, "ours/concurrency.#{n}"),
+          is_number(c1),
+          do: {n, v / c1}
+
+    min_scaling = scaling |> Enum.map(&elem(&1, 1)) |> Enum.min(fn -> nil end)
+    ping = stats(r, "ours/udp_ping.loaded")
+    ops64 = ops_per_s(r, "ours/concurrency.64")
+
+    [
+      {"`Session.exec(\"echo hi\")` median within 5 µs of raw bashkit's exec",
+       "#{fmt_ns(s_exec)} vs #{fmt_ns(raw_exec)}: +#{fmt_delta(s_exec, raw_exec)}, #{fmt_ratio(ratio(s_exec, raw_exec))}",
+       check(s_exec, raw_exec, &(&1 - &2 <= 5_000))},
+      {"`ExBashkit.exec(\"echo hi\")` median within 10 µs of raw new+exec",
+       "#{fmt_ns(once)} vs #{fmt_ns(raw_new_exec)}: +#{fmt_delta(once, raw_new_exec)}, #{fmt_ratio(ratio(once, raw_new_exec))}",
+       check(once, raw_new_exec, &(&1 - &2 <= 10_000))},
+      {"≥ 100× faster than `System.cmd(\"bash\")` for `echo hi`",
+       "bash #{fmt_ns(bash)} / `Session.exec` #{fmt_ns(s_exec)} = #{fmt_ratio(ratio(bash, s_exec))}" <>
+         " (`ExBashkit.exec`: #{fmt_ratio(ratio(bash, once))})",
+       check(bash, s_exec, &(&1 / &2 >= 100))},
+      {"memory per idle session ≤ 1.2× raw bashkit's",
+       "#{fmt_bytes(mem_ours)} vs #{fmt_bytes(mem_raw)}: #{fmt_ratio(ratio(mem_ours, mem_raw))}",
+       check(mem_ours, mem_raw, &(&1 <= 1.2 * &2))},
+      {"10 000 sessions alive at once without trouble",
+       if(failures,
+         do:
+           "#{failures} failed execs among a sample of them; #{info(r, "ours/idle_session.live")} live sessions",
+         else: "–"
+       ), failures && failures == "0"},
+      {"throughput with 2+ concurrent sessions ≥ 1.6× one session (2 cores)",
+       Enum.map_join(scaling, ", ", fn {n, x} -> "#{n}: #{fmt_ratio(x)}" end),
+       min_scaling && min_scaling >= 1.6},
+      {"ping p99 ≤ 2 ms while 64 sessions run CPU-heavy scripts (UDP ping answered by a plain process)",
+       if(ping,
+         do: "p99 #{fmt_ns(ping.p99)} (median #{fmt_ns(ping.median)}, max #{fmt_ns(ping.max)})",
+         else: "–"
+       ), ping && ping.p99 <= 2_000_000},
+      {"beat ex_bashkit 0.1.7: `Session.exec` \"echo hi\" ≤ 5 µs",
+       "#{fmt_ns(s_exec)} (#{fmt_ratio(ratio(s_exec, @hex.session_exec_ns))} of 5 µs)",
+       check(s_exec, @hex.session_exec_ns, &(&1 <= &2))},
+      {"beat ex_bashkit 0.1.7: `Session.new` ≤ 19 µs",
+       "#{fmt_ns(new)} (#{fmt_ratio(ratio(new, @hex.session_new_ns))} of 19 µs)",
+       check(new, @hex.session_new_ns, &(&1 <= &2))},
+      {"beat ex_bashkit 0.1.7: builtin round trip ≤ 20 µs",
+       if(builtin,
+         do: "#{fmt_ns(builtin)} (#{fmt_ratio(ratio(builtin, @hex.builtin_ns))} of 20 µs)",
+         else: unavailable_note(r, "ours/builtin.exec")
+       ), check(builtin, @hex.builtin_ns, &(&1 <= &2))},
+      {"beat ex_bashkit 0.1.7: RSS per idle session ≤ 26 KiB",
+       "#{fmt_bytes(mem_ours)} (#{fmt_ratio(ratio(mem_ours, @hex.idle_bytes))} of 26 KiB)",
+       check(mem_ours, @hex.idle_bytes, &(&1 <= &2))},
+      {"beat ex_bashkit 0.1.7: ≥ 10 000 small execs/s at 64 sessions",
+       if(ops64, do: "#{fmt_int(ops64)} execs/s", else: "–"), ops64 && ops64 >= @hex.ops_64}
+    ]
+  end
+
+  defp fmt_delta(a, b) when is_number(a) and is_number(b), do: fmt_ns(a - b)
+  defp fmt_delta(_, _), do: "–"
+
+  defp mem(r, name) do
+    case r[name] do
+      {:memory, _count, bps, _, _} -> bps
+      _ -> nil
+    end
+  end
+
+  # -- the document -------------------------------------------------------------
+
+  def markdown(r, meta, analysis) do
+    IO.iodata_to_binary([
+      header(meta),
+      "\n## Targets\n\n",
+      "Each comparison is a ratio of figures measured in this same run.\n\n",
+      "| target | measured | verdict |\n|---|---|---|\n",
+      for({t, measured, ok} <- targets(r), do: "| #{t} | #{measured} | #{verdict(ok)} |\n"),
+      "\n## Latency\n\n",
+      "Median (p90 / p99) over `n` runs after a warm-up. *raw* is bashkit 0.20.2 driven from Rust ",
+      "with the same builder settings and tokio runtime as the NIF (`bench/raw`); *ExBashkit* is ",
+      "the public API called from an Elixir process; *bash* is `System.cmd(\"bash\", [\"-c\", script])`.\n\n",
+      "![latency chart](bench/charts/latency.svg)\n\n",
+      latency_table(r),
+      extra_rows(r),
+      "\n## Concurrency\n\n",
+      "N sessions, each driven by its own caller (an Elixir process for ExBashkit, a tokio task ",
+      "for raw), exec `echo hi` back to back; #{fmt_int(meta.concurrency_ops)} execs in all per level. ",
+      "Latency is per exec as its caller sees it. *CPU per exec* is the CPU time the whole OS ",
+      "process used (every thread: BEAM schedulers, their busy-waiting, interpreter threads) ",
+      "divided by the execs: unlike execs per second it does not depend on how much of the ",
+      "machine other work took (10 ms clock ticks, so rough for short runs).\n\n",
+      "![throughput chart](bench/charts/throughput.svg)\n\n",
+      concurrency_table(r),
+      "\n## Memory\n\n",
+      memory_table(r),
+      "\n## Responsiveness\n\n",
+      responsiveness_table(r),
+      construct_table(r),
+      "\n## Against ex_bashkit 0.1.7 (Hex)\n\n",
+      hex_table(r),
+      outputs(r),
+      unavailable(r),
+      "\n",
+      analysis
+    ])
+  end
+
+  defp header(meta) do
+    [
+      "# Benchmarks\n\n",
+      "Generated by `scripts/bench` (`mix run bench/run.exs`) on #{meta.date}; do not edit by hand ",
+      "(the analysis at the end comes from `bench/analysis.md`).\n\n",
+      "| | |\n|---|---|\n",
+      "| machine | #{meta.cpu}, #{meta.cores} cores, #{meta.mem} |\n",
+      "| software | Erlang/OTP #{meta.otp}, Elixir #{meta.elixir}, bashkit 0.20.2, #{meta.rustc} |\n",
+      "| load average | #{meta.load_before} before, #{meta.load_after} after |\n",
+      "| run | #{meta.duration}#{if meta.quick, do: " (`--quick`: small budgets, figures are rough)", else: ""}" <>
+        "#{if meta.renice, do: ", interpreter threads reniced to #{meta.renice}", else: ""} |\n",
+      if(meta.noisy,
+        do:
+          "\n> **Noisy machine**: the load average exceeded the core count during this run (other " <>
+            "work was running). Ratios are still from the same run, but absolute figures and tail " <>
+            "latencies should be re-measured on a quiet machine.\n",
+        else: ""
+      )
+    ]
+  end
+
+  defp cell(r, prefix, name) do
+    full = prefix <> name
+
+    case r[full] do
+      {:sample, s} -> "#{fmt_ns(s.median)} (#{fmt_ns(s.p90)} / #{fmt_ns(s.p99)}), n=#{s.n}"
+      {:unavailable, _} -> "not available in this build"
+      _ -> "–"
+    end
+  end
+
+  defp latency_table(r) do
+    [
+      "| case | raw bashkit | ExBashkit | bash | ExBashkit / raw | bash / ExBashkit |\n",
+      "|---|---|---|---|---|---|\n",
+      for {label, raw, ours, bash} <- @rows do
+        ours_m = median(r, "ours/" <> ours)
+        raw_m = median(r, "raw/" <> raw)
+        bash_m = bash && median(r, "bash/" <> bash)
+
+        "| #{label} | #{cell(r, "raw/", raw)} | #{cell(r, "ours/", ours)} | " <>
+          "#{if bash, do: cell(r, "bash/", bash), else: "–"} | #{fmt_ratio(ratio(ours_m, raw_m))} | " <>
+          "#{fmt_ratio(ratio(bash_m, ours_m))} |\n"
+      end
+    ]
+  end
+
+  defp extra_rows(r) do
+    spawn = stats(r, "raw/echo_hi.exec_spawn")
+
+    if spawn do
+      [
+        "\nThe hand-off alone, in Rust: `echo hi` submitted with `spawn` to a runtime worker and ",
+        "answered over a channel to the submitting thread (what the NIF does, without the BEAM): ",
+        "#{fmt_ns(spawn.median)} (#{fmt_ns(spawn.p90)} / #{fmt_ns(spawn.p99)}), against ",
+        "#{fmt_ns(median(r, "raw/echo_hi.exec"))} when the interpreter runs on the calling thread.\n"
+      ]
+    else
+      ""
+    end
+  end
+
+  defp concurrency_table(r) do
+    c1 = ops_per_s(r, "ours/concurrency.1")
+    raw1 = ops_per_s(r, "raw/concurrency.1")
+
+    [
+      "| sessions | raw execs/s | ExBashkit execs/s | ExBashkit / raw | ExBashkit vs 1 session | CPU per exec raw / ExBashkit | raw p99 | ExBashkit median | ExBashkit p99 |\n",
+      "|---|---|---|---|---|---|---|---|---|\n",
+      for n <- Bench.Cases.concurrency_levels() do
+        raw = ops_per_s(r, "raw/concurrency.#{n}")
+        ours = ops_per_s(r, "ours/concurrency.#{n}")
+        lat = fn name -> match?({:throughput, _, _, _, _, _}, r[name]) && elem(r[name], 5) end
+        rl = lat.("raw/concurrency.#{n}")
+        ol = lat.("ours/concurrency.#{n}")
+
+        "| #{n} | #{raw && fmt_int(raw)} | #{ours && fmt_int(ours)} | #{fmt_ratio(ratio(ours, raw))} | " <>
+          "#{fmt_ratio(ratio(ours, c1))} (raw #{fmt_ratio(ratio(raw, raw1))}) | " <>
+          "#{fmt_ns(cpu_per_op(r, "raw/concurrency.#{n}"))} / #{fmt_ns(cpu_per_op(r, "ours/concurrency.#{n}"))} | " <>
+          "#{rl && fmt_ns(rl.p99)} | #{ol && fmt_ns(ol.median)} | #{ol && fmt_ns(ol.p99)} |\n"
+      end
+    ]
+  end
+
+  defp memory_table(r) do
+    row = fn label, name ->
+      case r[name] do
+        {:memory, count, bps, before, after_kb} ->
+          "| #{label} | #{fmt_bytes(bps)} | #{fmt_int(count)} | #{fmt_bytes(before * 1024)} → #{fmt_bytes(after_kb * 1024)} |\n"
+
+        _ ->
+          "| #{label} | – | | |\n"
+      end
+    end
+
+    beam = info(r, "ours/idle_session.beam_bytes")
+
+    [
+      "RSS growth of the OS process per idle session while N more sessions are created and kept ",
+      "(after 1 000 already exist, so allocator start-up is not counted).\n\n",
+      "| | per idle session | sessions created | RSS |\n|---|---|---|---|\n",
+      row.("raw bashkit", "raw/idle_session"),
+      row.("ExBashkit", "ours/idle_session"),
+      if(beam,
+        do:
+          "\nOf ExBashkit's figure, #{beam} bytes per session are BEAM memory (`:erlang.memory(:total)`).\n",
+        else: ""
+      )
+    ]
+  end
+
+  defp responsiveness_table(r) do
+    row = fn label, name ->
+      case stats(r, name) do
+        nil ->
+          "| #{label} | – | | | | |\n"
+
+        s ->
+          "| #{label} | #{fmt_ns(s.median)} | #{fmt_ns(s.p90)} | #{fmt_ns(s.p99)} | #{fmt_ns(s.max)} | #{s.n} |\n"
+      end
+    end
+
+    scripts = info(r, "ours/ping.loaded_scripts")
+    lost = info(r, "ours/udp_ping.loaded.lost")
+
+    [
+      "Requests served by a plain Elixir process, first on an idle node, then while 64 ",
+      "sessions run the 10 000-iteration loop back to back",
+      if(scripts, do: " (#{scripts} scripts completed during the measurement)", else: ""),
+      ". *UDP ping* (the target metric): another OS process sends a datagram every ",
+      "millisecond to 127.0.0.1 and a plain process echoes it, so the round trip includes ",
+      "waiting for a scheduler thread to get a CPU",
+      if(lost && lost != "0", do: " (#{lost} pings lost under load)", else: ""),
+      ". *In-VM ping*: a round trip between two processes. *Sleep overshoot*: how late ",
+      "a process wakes from `Process.sleep(1)` (BEAM timers round up, hence ~1 ms when idle).\n\n",
+      "| | median | p90 | p99 | max | n |\n|---|---|---|---|---|---|\n",
+      row.("UDP ping, idle", "ours/udp_ping.idle"),
+      row.("UDP ping, 64 sessions busy", "ours/udp_ping.loaded"),
+      row.("in-VM ping, idle", "ours/ping.idle"),
+      row.("in-VM ping, 64 sessions busy", "ours/ping.loaded"),
+      row.("sleep overshoot, idle", "ours/sleep_overshoot.idle"),
+      row.("sleep overshoot, 64 sessions busy", "ours/sleep_overshoot.loaded")
+    ]
+  end
+
+  defp construct_table(r) do
+    rows = [
+      {"`Bash::new()` (bashkit defaults)", "construct.bash_new"},
+      {"our builder settings, without alias expansion", "construct.builder_no_alias"},
+      {"our builder settings (= `build_bash`)", "construct.build_bash"},
+      {"… with `.rootfs(false)` (not used: changes behaviour)", "construct.no_rootfs"},
+      {"alias expansion (`shell_state` + `restore_shell_state`) alone",
+       "construct.alias_state_roundtrip"},
+      {"dropping an idle interpreter", "construct.drop"}
+    ]
+
+    if Enum.any?(rows, fn {_, n} -> stats(r, "raw/" <> n) end) do
+      [
+        "\n## Where interpreter construction goes (raw bashkit)\n\n",
+        "| step | median (p90 / p99) |\n|---|---|\n",
+        for {label, name} <- rows, s = stats(r, "raw/" <> name) do
+          "| #{label} | #{fmt_ns(s.median)} (#{fmt_ns(s.p90)} / #{fmt_ns(s.p99)}) |\n"
+        end,
+        case {mem(r, "raw/construct.memory.build_bash"), mem(r, "raw/construct.memory.no_rootfs")} do
+          {a, b} when is_integer(a) and is_integer(b) ->
+            "\nMemory per idle interpreter: #{fmt_bytes(a)} with our settings, #{fmt_bytes(b)} " <>
+              "without the root filesystem layer.\n"
+
+          _ ->
+            ""
+        end
+      ]
+    else
+      ""
+    end
+  end
+
+  defp hex_table(r) do
+    rows = [
+      {"`Session.exec` \"echo hi\" (median)", fmt_ns(@hex.session_exec_ns) <> " (5–18 µs)",
+       fmt_ns(median(r, "ours/echo_hi.session_exec"))},
+      {"`ExBashkit.exec` \"echo hi\" (median)", "29–54 µs",
+       fmt_ns(median(r, "ours/echo_hi.exec"))},
+      {"`Session.new` (median)", fmt_ns(@hex.session_new_ns),
+       fmt_ns(median(r, "ours/session_new.new"))},
+      {"builtin round trip (median)", "~40–50 µs (target ≤ 20 µs)",
+       fmt_ns(median(r, "ours/builtin.exec"))},
+      {"RSS per idle session", "26.6 KiB", fmt_bytes(mem(r, "ours/idle_session"))},
+      {"small execs/s, 64 sessions", "~10 000",
+       (v = ops_per_s(r, "ours/concurrency.64")) && fmt_int(v)},
+      {"`System.cmd(\"bash\")` echo hi", "1.7 ms", fmt_ns(median(r, "bash/echo_hi"))}
+    ]
+
+    [
+      "ex_bashkit 0.1.7's figures come from earlier measurements on this kind of machine ",
+      "(`shared/notes/native-build.md`), not from this run.\n\n",
+      "| | ex_bashkit 0.1.7 | ExBashkit (this run) |\n|---|---|---|\n",
+      for({l, a, b} <- rows, do: "| #{l} | #{a} | #{b || "–"} |\n")
+    ]
+  end
+
+  defp outputs(r) do
+    checks =
+      for {key, label} <- [
+            {"loop_10k.stdout", "loop"},
+            {"pipeline.stdout", "pipeline"},
+            {"vfs_backend_1mb.stdout", "virtual_fs read"},
+            {"snapshot_1mb.bytes", "snapshot bytes"}
+          ],
+          impl <- ["raw", "ours", "bash"],
+          v = info(r, "#{impl}/#{key}"),
+          do: "#{label} (#{impl}): `#{String.trim(v)}`"
+
+    if checks == [],
+      do: "",
+      else: [
+        "\nOutputs checked (every implementation ran the same work): ",
+        Enum.join(checks, "; "),
+        ".\n"
+      ]
+  end
+
+  defp unavailable(r) do
+    missing = for {name, {:unavailable, reason}} <- r, do: {name, reason}
+
+    if missing == [] do
+      ""
+    else
+      [
+        "\n### Cases not available in this build\n\n",
+        for({name, reason} <- Enum.sort(missing), do: "- `#{name}`: #{reason}\n")
+      ]
+    end
+  end
+
+  # -- charts -------------------------------------------------------------------
+
+  def latency_chart(r) do
+    rows =
+      for {label, raw, ours, bash} <- @chart_rows do
+        bars =
+          [{"raw", "raw/" <> raw}, {"ours", "ours/" <> ours}] ++
+            if(bash, do: [{"bash", "bash/" <> bash}], else: [])
+
+        {label, for({impl, name} <- bars, s = stats(r, name), do: {impl, s})}
+      end
+
+    Bench.Chart.latency(rows, "Latency per operation (log scale), same run")
+  end
+
+  def throughput_chart(r) do
+    groups =
+      for n <- Bench.Cases.concurrency_levels() do
+        bars =
+          for {impl, name} <- [{"raw", "raw/concurrency.#{n}"}, {"ours", "ours/concurrency.#{n}"}],
+              v = ops_per_s(r, name),
+              do: {impl, v}
+
+        {"#{n}", bars}
+      end
+
+    Bench.Chart.throughput(groups, "Throughput with N concurrent sessions")
+  end
+end

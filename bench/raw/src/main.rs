@@ -1,0 +1,899 @@
+//! The raw-bashkit baseline for ExBashkit's benchmarks: the physical limit of
+//! what the NIF can reach.
+//!
+//! Every case runs the same scripts as `bench/*.exs`, on a `Bash` built with
+//! the same builder settings as `native/ex_bashkit/src/options.rs::build_bash`
+//! (see `build_bash` below, keep the two in step) and on the same tokio setup
+//! as `native/ex_bashkit/src/runtime.rs` (multi-thread runtime, one worker per
+//! core and at least two, 64 MiB stacks), with the same allocator (mimalloc;
+//! build with `--no-default-features` for glibc's).
+//!
+//! Output (stdout), one Erlang term per line so that Elixir reads it with
+//! `:file.consult/1` (no JSON library is available there):
+//!
+//! ```text
+//! {sample, <<"echo_hi.exec">>, [Ns, ...]}.              per-operation latencies
+//! {throughput, <<"concurrency.8">>, Sessions, Ops, ElapsedNs, CpuNs, [LatencyNs, ...]}.
+//! {memory, <<"idle_session">>, Count, BytesPerSession, RssBeforeKb, RssAfterKb}.
+//! {info, <<"key">>, <<"text">>}.
+//! ```
+//!
+//! `--ping PORT MILLIS` is the outside client of the responsiveness case.
+//! `--json` prints the same data as JSON with percentiles, for people.
+//! `--quick` shrinks every budget (a smoke run). Arguments name the case
+//! groups to run (default: all but `construct` and `handoff`, the
+//! investigation groups).
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bashkit::{
+    async_trait, Bash, Builtin, BuiltinContext, ExecResult, ExecutionLimits, InMemoryFs,
+    SessionLimits,
+};
+use tokio::runtime::{Builder, Runtime};
+
+/// The same allocator as the NIF (see native/ex_bashkit/src/allocator.rs).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const GROUPS: &[&str] = &[
+    "echo",
+    "new",
+    "loop",
+    "pipeline",
+    "vfs",
+    "builtin",
+    "vfs_backend",
+    "snapshot",
+    "concurrency",
+    "memory",
+];
+
+/// The scripts, shared with `bench/cases.exs` (keep them identical).
+const ECHO: &str = "echo hi";
+const LOOP: &str = "s=0; for ((i=0; i<10000; i++)); do s=$((s + i)); done; echo $s";
+const PIPELINE: &str = "seq 1 10000 | grep 7 | wc -l";
+const BUILTIN: &str = "answer";
+const VFS_BACKEND: &str = "cat /api/blob | wc -c";
+const MB: usize = 1024 * 1024;
+/// Execs per concurrency level, split between the sessions.
+const CONCURRENCY_OPS: usize = 60_000;
+/// Sessions kept alive by the memory case, and the ones created before.
+const MEMORY_SESSIONS: usize = 10_000;
+const MEMORY_BASE: usize = 1_000;
+
+/// Incompressible bytes (xorshift), so that the snapshot is as big as the
+/// files it holds.
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// The same interpreter and runtime as the NIF.
+
+/// `options.rs::build_bash` with a default `SessionConfig`: cwd "/",
+/// username, hostname, limits, cumulative limits unlimited, alias expansion.
+fn builder(limits: ExecutionLimits) -> bashkit::BashBuilder {
+    Bash::builder()
+        .cwd("/")
+        .username("sandbox")
+        .hostname("bashkit-sandbox")
+        .limits(limits)
+        .session_limits(
+            SessionLimits::new()
+                .max_total_commands(u64::MAX)
+                .max_exec_calls(u64::MAX),
+        )
+}
+
+fn finish(mut bash: Bash) -> Bash {
+    // options.rs::enable_alias_expansion.
+    let mut state = bash.shell_state();
+    state
+        .variables
+        .insert("SHOPT_expand_aliases".to_string(), "1".to_string());
+    bash.restore_shell_state(&state);
+    bash
+}
+
+fn build_bash() -> Bash {
+    finish(builder(ExecutionLimits::new()).build())
+}
+
+/// Limits the loop case needs (it runs 20 000 commands); the Elixir side
+/// passes the same `:limits`.
+fn loop_limits() -> ExecutionLimits {
+    ExecutionLimits::new()
+        .max_commands(1_000_000)
+        .max_loop_iterations(1_000_000)
+}
+
+/// `runtime.rs::runtime`.
+fn runtime() -> Runtime {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    Builder::new_multi_thread()
+        .worker_threads(cores.max(2))
+        .thread_stack_size(64 * 1024 * 1024)
+        .thread_name("ex_bashkit")
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Submissions so far: an idle worker spinning before it parks watches it.
+static SUBMITTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// `runtime()` whose idle workers spin up to `spin_us` before parking,
+/// returning early once a new task was submitted.
+fn spin_runtime(spin_us: u64) -> Runtime {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut b = Builder::new_multi_thread();
+    b.worker_threads(cores.max(2))
+        .thread_stack_size(64 * 1024 * 1024)
+        .thread_name("ex_bashkit")
+        .enable_all();
+    if spin_us > 0 {
+        b.on_thread_park(move || {
+            use std::sync::atomic::Ordering::Relaxed;
+            let seen = SUBMITTED.load(Relaxed);
+            let t0 = Instant::now();
+            let limit = Duration::from_micros(spin_us);
+            'spin: loop {
+                for _ in 0..64 {
+                    if SUBMITTED.load(Relaxed) != seen {
+                        break 'spin;
+                    }
+                    std::hint::spin_loop();
+                }
+                if t0.elapsed() >= limit {
+                    break;
+                }
+            }
+        });
+    }
+    b.build().expect("runtime")
+}
+
+// ---------------------------------------------------------------------------
+// Sampling.
+
+#[derive(Clone, Copy)]
+struct Budget {
+    warmup: usize,
+    min: usize,
+    max: usize,
+    time: Duration,
+}
+
+impl Budget {
+    const fn new(warmup: usize, min: usize, max: usize, millis: u64) -> Self {
+        Self {
+            warmup,
+            min,
+            max,
+            time: Duration::from_millis(millis),
+        }
+    }
+
+    fn scaled(self, quick: bool) -> Self {
+        if quick {
+            Self {
+                warmup: self.warmup.min(20),
+                min: self.min.min(20),
+                max: self.max.min(200),
+                time: self.time / 10,
+            }
+        } else {
+            self
+        }
+    }
+}
+
+/// Run `op` until the budget is spent; each call returns its own duration
+/// (so that set-up and tear-down stay outside the measurement).
+fn sample(budget: Budget, mut op: impl FnMut() -> Duration) -> Vec<u64> {
+    for _ in 0..budget.warmup {
+        op();
+    }
+    let start = Instant::now();
+    let mut out = Vec::with_capacity(budget.max.min(1 << 20));
+    while out.len() < budget.max && (out.len() < budget.min || start.elapsed() < budget.time) {
+        out.push(op().as_nanos() as u64);
+    }
+    out
+}
+
+fn timed<T>(f: impl FnOnce() -> T) -> (Duration, T) {
+    let t0 = Instant::now();
+    let value = f();
+    (t0.elapsed(), value)
+}
+
+// ---------------------------------------------------------------------------
+// Output.
+
+enum Record {
+    Sample(String, Vec<u64>),
+    Throughput {
+        name: String,
+        sessions: usize,
+        ops: u64,
+        elapsed_ns: u64,
+        /// CPU time the whole process used meanwhile (all threads).
+        cpu_ns: u64,
+        latencies: Vec<u64>,
+    },
+    Memory {
+        name: String,
+        count: usize,
+        bytes_per_session: u64,
+        rss_before_kb: u64,
+        rss_after_kb: u64,
+    },
+    Info(String, String),
+}
+
+fn erl_bin(s: &str) -> String {
+    // <<"...">> with the bytes escaped Erlang-style.
+    let mut out = String::from("<<\"");
+    for b in s.bytes() {
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            0x20..=0x7e => out.push(b as char),
+            _ => {
+                let _ = write!(out, "\\{:03o}", b);
+            }
+        }
+    }
+    out.push_str("\">>");
+    out
+}
+
+fn json_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn list(xs: &[u64]) -> String {
+    let mut out = String::with_capacity(xs.len() * 8);
+    for (i, x) in xs.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{x}");
+    }
+    out
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+fn stats_json(xs: &[u64]) -> String {
+    let mut s = xs.to_vec();
+    s.sort_unstable();
+    format!(
+        "{{\"n\":{},\"median_ns\":{},\"p90_ns\":{},\"p99_ns\":{},\"min_ns\":{},\"samples_ns\":[{}]}}",
+        s.len(),
+        percentile(&s, 50.0),
+        percentile(&s, 90.0),
+        percentile(&s, 99.0),
+        s.first().copied().unwrap_or(0),
+        list(xs)
+    )
+}
+
+fn emit(record: &Record, json: bool) -> String {
+    match (record, json) {
+        (Record::Sample(name, xs), false) => format!("{{sample, {}, [{}]}}.", erl_bin(name), list(xs)),
+        (Record::Sample(name, xs), true) => {
+            format!("{}: {}", json_str(name), stats_json(xs))
+        }
+        (
+            Record::Throughput {
+                name,
+                sessions,
+                ops,
+                elapsed_ns,
+                cpu_ns,
+                latencies,
+            },
+            false,
+        ) => format!(
+            "{{throughput, {}, {sessions}, {ops}, {elapsed_ns}, {cpu_ns}, [{}]}}.",
+            erl_bin(name),
+            list(latencies)
+        ),
+        (
+            Record::Throughput {
+                name,
+                sessions,
+                ops,
+                elapsed_ns,
+                cpu_ns,
+                latencies,
+            },
+            true,
+        ) => format!(
+            "{}: {{\"sessions\":{sessions},\"ops\":{ops},\"elapsed_ns\":{elapsed_ns},\"cpu_ns\":{cpu_ns},\"ops_per_s\":{:.0},\"latency\":{}}}",
+            json_str(name),
+            *ops as f64 / (*elapsed_ns as f64 / 1e9),
+            stats_json(latencies)
+        ),
+        (
+            Record::Memory {
+                name,
+                count,
+                bytes_per_session,
+                rss_before_kb,
+                rss_after_kb,
+            },
+            false,
+        ) => format!(
+            "{{memory, {}, {count}, {bytes_per_session}, {rss_before_kb}, {rss_after_kb}}}.",
+            erl_bin(name)
+        ),
+        (
+            Record::Memory {
+                name,
+                count,
+                bytes_per_session,
+                rss_before_kb,
+                rss_after_kb,
+            },
+            true,
+        ) => format!(
+            "{}: {{\"count\":{count},\"bytes_per_session\":{bytes_per_session},\"rss_before_kb\":{rss_before_kb},\"rss_after_kb\":{rss_after_kb}}}",
+            json_str(name)
+        ),
+        (Record::Info(key, value), false) => format!("{{info, {}, {}}}.", erl_bin(key), erl_bin(value)),
+        (Record::Info(key, value), true) => format!("{}: {}", json_str(key), json_str(value)),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Cases.
+
+struct Bench {
+    rt: Arc<Runtime>,
+    quick: bool,
+    records: Vec<Record>,
+}
+
+fn exec_ok(rt: &Runtime, bash: &mut Bash, script: &str) -> ExecResult {
+    rt.block_on(bash.exec(script))
+        .unwrap_or_else(|e| panic!("{script}: {e}"))
+}
+
+/// A custom builtin that answers at once: the Rust floor of a builtin round
+/// trip (ours goes through an Elixir function).
+struct Answer;
+
+#[async_trait]
+impl Builtin for Answer {
+    async fn execute(&self, _ctx: BuiltinContext<'_>) -> bashkit::Result<ExecResult> {
+        Ok(ExecResult::ok("x\n".to_string()))
+    }
+}
+
+/// CPU time (user + system) this process has used, from /proc/self/stat.
+fn cpu_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are the
+    // 12th and 13th of those, in clock ticks (100 per second on Linux).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (ticks(11) + ticks(12)) * 10_000_000
+}
+
+fn rss_kb() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+impl Bench {
+    fn budget(&self, b: Budget) -> Budget {
+        b.scaled(self.quick)
+    }
+
+    fn push_sample(&mut self, name: &str, xs: Vec<u64>) {
+        self.records.push(Record::Sample(name.to_string(), xs));
+    }
+
+    fn info(&mut self, key: &str, value: impl Into<String>) {
+        self.records
+            .push(Record::Info(key.to_string(), value.into()));
+    }
+
+    fn echo(&mut self) {
+        let rt = Arc::clone(&self.rt);
+        let rt = &*rt;
+        // exec on an existing interpreter, driven from this thread: the
+        // interpreter's own cost.
+        let mut bash = build_bash();
+        assert_eq!(exec_ok(rt, &mut bash, ECHO).stdout.as_bytes(), b"hi\n");
+        let b = self.budget(Budget::new(2_000, 2_000, 200_000, 1_500));
+        let xs = sample(b, || timed(|| rt.block_on(bash.exec(ECHO))).0);
+        self.push_sample("echo_hi.exec", xs);
+
+        // The same exec handed to a runtime worker and answered to this
+        // thread (mutex + spawn + channel): the NIF's path without the BEAM.
+        let shared = Arc::new(tokio::sync::Mutex::new(build_bash()));
+        let b = self.budget(Budget::new(2_000, 2_000, 200_000, 1_500));
+        let xs = sample(b, || {
+            let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            let session = Arc::clone(&shared);
+            timed(|| {
+                rt.spawn(async move {
+                    let mut bash = session.lock().await;
+                    let r = bash.exec(ECHO).await;
+                    let _ = tx.send(r.is_ok());
+                });
+                rx.recv().unwrap()
+            })
+            .0
+        });
+        self.push_sample("echo_hi.exec_spawn", xs);
+
+        // A fresh interpreter per script (ExBashkit.exec/1).
+        let b = self.budget(Budget::new(500, 1_000, 100_000, 1_500));
+        let xs = sample(b, || {
+            let (d, bash) = timed(|| {
+                rt.block_on(async {
+                    let mut bash = build_bash();
+                    let _ = bash.exec(ECHO).await;
+                    bash
+                })
+            });
+            drop(bash);
+            d
+        });
+        self.push_sample("echo_hi.new_exec", xs);
+    }
+
+    fn new(&mut self) {
+        let b = self.budget(Budget::new(500, 1_000, 100_000, 1_500));
+        let xs = sample(b, || {
+            let (d, bash) = timed(build_bash);
+            drop(bash);
+            d
+        });
+        self.push_sample("session_new.new", xs);
+    }
+
+    fn script_case(&mut self, name: &str, script: &str, limits: ExecutionLimits, budget: Budget) {
+        let rt = Arc::clone(&self.rt);
+        let rt = &*rt;
+        let mut bash = finish(builder(limits).build());
+        let out = exec_ok(rt, &mut bash, script);
+        let stdout = String::from_utf8_lossy(out.stdout.as_bytes()).into_owned();
+        let b = self.budget(budget);
+        let xs = sample(b, || timed(|| rt.block_on(bash.exec(script))).0);
+        self.info(&format!("{name}.stdout"), stdout);
+        self.push_sample(&format!("{name}.exec"), xs);
+    }
+
+    fn vfs(&mut self) {
+        let rt = Arc::clone(&self.rt);
+        let rt = &*rt;
+        let bash = build_bash();
+        let fs = bash.fs();
+        let data = vec![b'x'; MB];
+        let path = std::path::Path::new("/data/blob.bin");
+        rt.block_on(fs.mkdir(std::path::Path::new("/data"), true))
+            .unwrap();
+        let b = self.budget(Budget::new(20, 100, 10_000, 1_500));
+        // As fs_api does it: one block_on per call, write then read back.
+        let xs = sample(b, || {
+            timed(|| {
+                rt.block_on(fs.write_file(path, &data)).unwrap();
+                let back = rt.block_on(fs.read_file(path)).unwrap();
+                assert_eq!(back.len(), MB);
+            })
+            .0
+        });
+        self.push_sample("vfs_1mb.write_read", xs);
+    }
+
+    fn builtin(&mut self) {
+        let rt = Arc::clone(&self.rt);
+        let rt = &*rt;
+        let mut bash = finish(
+            builder(ExecutionLimits::new())
+                .builtin("answer", Box::new(Answer))
+                .build(),
+        );
+        assert_eq!(exec_ok(rt, &mut bash, BUILTIN).stdout.as_bytes(), b"x\n");
+        let b = self.budget(Budget::new(2_000, 2_000, 200_000, 1_500));
+        let xs = sample(b, || timed(|| rt.block_on(bash.exec(BUILTIN))).0);
+        self.push_sample("builtin.exec", xs);
+    }
+
+    fn vfs_backend(&mut self) {
+        let rt = Arc::clone(&self.rt);
+        let rt = &*rt;
+        let mut bash = build_bash();
+        let api = InMemoryFs::new();
+        api.add_file("/blob", vec![b'x'; MB], 0o644);
+        bash.mount("/api", Arc::new(api)).unwrap();
+        let out = exec_ok(rt, &mut bash, VFS_BACKEND);
+        self.info(
+            "vfs_backend_1mb.stdout",
+            String::from_utf8_lossy(out.stdout.as_bytes()).into_owned(),
+        );
+        let b = self.budget(Budget::new(20, 100, 10_000, 1_500));
+        let xs = sample(b, || timed(|| rt.block_on(bash.exec(VFS_BACKEND))).0);
+        self.push_sample("vfs_backend_1mb.exec", xs);
+    }
+
+    fn snapshot(&mut self) {
+        let rt = Arc::clone(&self.rt);
+        let rt = &*rt;
+        let mut bash = build_bash();
+        // 1 MiB of files: 16 files of 64 KiB (the Elixir side seeds the same).
+        let fs = bash.fs();
+        rt.block_on(async {
+            fs.mkdir(std::path::Path::new("/state"), true)
+                .await
+                .unwrap();
+            for i in 0..16 {
+                let path = format!("/state/f{i}.bin");
+                fs.write_file(std::path::Path::new(&path), &noise(MB / 16, i as u64 + 1))
+                    .await
+                    .unwrap();
+            }
+        });
+        exec_ok(rt, &mut bash, "x=42; greet() { echo hi; }");
+        let bytes = bash.snapshot().unwrap();
+        self.info("snapshot_1mb.bytes", bytes.len().to_string());
+        let b = self.budget(Budget::new(5, 30, 2_000, 1_500));
+        let xs = sample(b, || timed(|| bash.snapshot().unwrap()).0);
+        self.push_sample("snapshot_1mb.snapshot", xs);
+        let mut fresh = build_bash();
+        let b = self.budget(Budget::new(5, 30, 2_000, 1_500));
+        let xs = sample(b, || timed(|| fresh.restore_snapshot(&bytes).unwrap()).0);
+        let check = exec_ok(rt, &mut fresh, "echo $x; wc -c < /state/f3.bin");
+        self.info(
+            "snapshot_1mb.restored",
+            String::from_utf8_lossy(check.stdout.as_bytes()).into_owned(),
+        );
+        self.push_sample("snapshot_1mb.restore", xs);
+    }
+
+    /// `n` sessions exec'ing "echo hi" back to back, `TOTAL_OPS` execs in
+    /// all split evenly between them (the Elixir side does the same).
+    fn concurrency(&mut self) {
+        let levels: &[usize] = &[1, 2, 8, 64, 512];
+        let total = if self.quick { 5_000 } else { CONCURRENCY_OPS };
+        for &n in levels {
+            let per = total.div_ceil(n);
+            // Sessions are built before the clock starts.
+            let sessions: Vec<Bash> = (0..n).map(|_| build_bash()).collect();
+            let cpu0 = cpu_ns();
+            let start = Instant::now();
+            let handles: Vec<_> = sessions
+                .into_iter()
+                .map(|mut bash| {
+                    self.rt.spawn(async move {
+                        let mut lat = Vec::with_capacity(per);
+                        for _ in 0..per {
+                            let t0 = Instant::now();
+                            let _ = bash.exec(ECHO).await;
+                            lat.push(t0.elapsed().as_nanos() as u64);
+                        }
+                        lat
+                    })
+                })
+                .collect();
+            let mut latencies = Vec::new();
+            for h in handles {
+                latencies.extend(self.rt.block_on(h).unwrap());
+            }
+            let elapsed = start.elapsed();
+            let cpu = cpu_ns() - cpu0;
+            self.records.push(Record::Throughput {
+                name: format!("concurrency.{n}"),
+                sessions: n,
+                ops: latencies.len() as u64,
+                elapsed_ns: elapsed.as_nanos() as u64,
+                cpu_ns: cpu,
+                latencies,
+            });
+        }
+    }
+
+    /// RSS growth while `count` more sessions are created and kept, after
+    /// `MEMORY_BASE` sessions already exist (so that allocator start-up is
+    /// not counted): the marginal cost of one idle session.
+    fn memory(&mut self) {
+        let count = if self.quick { 1_000 } else { MEMORY_SESSIONS };
+        let base: Vec<Bash> = (0..MEMORY_BASE).map(|_| build_bash()).collect();
+        let before = rss_kb();
+        let sessions: Vec<Bash> = (0..count).map(|_| build_bash()).collect();
+        let after = rss_kb();
+        std::hint::black_box((&base, &sessions));
+        self.records.push(Record::Memory {
+            name: "idle_session".to_string(),
+            count,
+            bytes_per_session: (after.saturating_sub(before) * 1024) / count as u64,
+            rss_before_kb: before,
+            rss_after_kb: after,
+        });
+    }
+
+    /// Investigation: what does handing a script to a runtime worker cost,
+    /// and does letting idle workers spin briefly before parking help?
+    fn handoff(&mut self) {
+        for spin_us in [0u64, 20, 50, 200] {
+            let rt = spin_runtime(spin_us);
+            for spin_recv in [false, true] {
+                let shared = Arc::new(tokio::sync::Mutex::new(build_bash()));
+                let b = self.budget(Budget::new(2_000, 2_000, 100_000, 1_000));
+                let xs = sample(b, || {
+                    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+                    let session = Arc::clone(&shared);
+                    timed(|| {
+                        SUBMITTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        rt.spawn(async move {
+                            let mut bash = session.lock().await;
+                            let r = bash.exec(ECHO).await;
+                            let _ = tx.send(r.is_ok());
+                        });
+                        if spin_recv {
+                            // Like a BEAM scheduler: busy-wait a while first.
+                            loop {
+                                match rx.try_recv() {
+                                    Ok(v) => break v,
+                                    Err(std::sync::mpsc::TryRecvError::Empty) => {
+                                        std::hint::spin_loop()
+                                    }
+                                    Err(e) => panic!("{e}"),
+                                }
+                            }
+                        } else {
+                            rx.recv().unwrap()
+                        }
+                    })
+                    .0
+                });
+                let recv = if spin_recv { "spinrecv" } else { "blockrecv" };
+                self.push_sample(&format!("handoff.spin{spin_us}.{recv}"), xs);
+            }
+        }
+    }
+
+    /// Investigation: where does construction time go?
+    fn construct(&mut self) {
+        let b = self.budget(Budget::new(500, 1_000, 50_000, 1_000));
+        let cases: Vec<(&str, Box<dyn Fn() -> Bash>)> = vec![
+            ("construct.bash_new", Box::new(Bash::new)),
+            (
+                "construct.builder_no_alias",
+                Box::new(|| builder(ExecutionLimits::new()).build()),
+            ),
+            ("construct.build_bash", Box::new(build_bash)),
+            (
+                "construct.no_rootfs",
+                Box::new(|| finish(builder(ExecutionLimits::new()).rootfs(false).build())),
+            ),
+        ];
+        for (name, f) in cases {
+            let xs = sample(b, || {
+                let (d, bash) = timed(&f);
+                drop(bash);
+                d
+            });
+            self.push_sample(name, xs);
+        }
+        let mut bash = build_bash();
+        let xs = sample(b, || {
+            timed(|| {
+                let mut state = bash.shell_state();
+                state
+                    .variables
+                    .insert("SHOPT_expand_aliases".to_string(), "1".to_string());
+                bash.restore_shell_state(&state);
+            })
+            .0
+        });
+        self.push_sample("construct.alias_state_roundtrip", xs);
+        let xs = sample(b, || {
+            let bash = build_bash();
+            timed(|| drop(bash)).0
+        });
+        self.push_sample("construct.drop", xs);
+
+        // Memory of the variants: what the root filesystem layer costs.
+        let count = if self.quick { 500 } else { 5_000 };
+        let variants: Vec<(&str, Box<dyn Fn() -> Bash>)> = vec![
+            ("construct.memory.build_bash", Box::new(build_bash)),
+            (
+                "construct.memory.no_rootfs",
+                Box::new(|| finish(builder(ExecutionLimits::new()).rootfs(false).build())),
+            ),
+        ];
+        // Everything stays alive until the end, so that no variant reuses
+        // memory another one freed.
+        let mut held: Vec<Vec<Bash>> = Vec::new();
+        for (name, f) in variants {
+            let base: Vec<Bash> = (0..200).map(|_| f()).collect();
+            let before = rss_kb();
+            let kept: Vec<Bash> = (0..count).map(|_| f()).collect();
+            let after = rss_kb();
+            held.push(base);
+            held.push(kept);
+            self.records.push(Record::Memory {
+                name: name.to_string(),
+                count,
+                bytes_per_session: (after.saturating_sub(before) * 1024) / count as u64,
+                rss_before_kb: before,
+                rss_after_kb: after,
+            });
+        }
+        std::hint::black_box(&held);
+    }
+}
+
+/// `--ping PORT MILLIS`: send a UDP datagram to 127.0.0.1:PORT every
+/// millisecond for MILLIS ms, wait for the echo, and print the round trips.
+/// The Elixir side answers from a plain process (`bench/lib/cases.exs`), so
+/// this measures how fast the BEAM serves an outside request.
+fn udp_ping(port: u16, millis: u64) {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    socket.connect(("127.0.0.1", port)).expect("connect");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let deadline = Instant::now() + Duration::from_millis(millis);
+    let mut rtts = Vec::new();
+    let mut lost = 0u64;
+    let mut buf = [0u8; 64];
+    let mut seq = 0u64;
+    while Instant::now() < deadline {
+        seq += 1;
+        let t0 = Instant::now();
+        socket.send(&seq.to_be_bytes()).expect("send");
+        // Skip stale echoes of pings that timed out earlier.
+        loop {
+            match socket.recv(&mut buf) {
+                Ok(8) if buf[..8] == seq.to_be_bytes() => {
+                    rtts.push(t0.elapsed().as_nanos() as u64);
+                    break;
+                }
+                Ok(_) => continue,
+                Err(_) => {
+                    lost += 1;
+                    break;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    println!("{}", emit(&Record::Sample("ping.udp".into(), rtts), false));
+    println!(
+        "{}",
+        emit(
+            &Record::Info("ping.udp.lost".into(), lost.to_string()),
+            false
+        )
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() == 4 && args[1] == "--ping" {
+        udp_ping(
+            args[2].parse().expect("port"),
+            args[3].parse().expect("millis"),
+        );
+        return;
+    }
+    let mut json = false;
+    let mut quick = false;
+    let mut groups: Vec<String> = Vec::new();
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--json" => json = true,
+            "--quick" => quick = true,
+            "-h" | "--help" => {
+                println!(
+                    "usage: ex_bashkit_raw_bench [--json] [--quick] [GROUP...]\ngroups: {} construct handoff",
+                    GROUPS.join(" ")
+                );
+                return;
+            }
+            g => groups.push(g.to_string()),
+        }
+    }
+    if groups.is_empty() {
+        groups = GROUPS.iter().map(|s| s.to_string()).collect();
+    }
+    let mut bench = Bench {
+        rt: Arc::new(runtime()),
+        quick,
+        records: Vec::new(),
+    };
+    for g in &groups {
+        match g.as_str() {
+            "echo" => bench.echo(),
+            "new" => bench.new(),
+            "loop" => bench.script_case(
+                "loop_10k",
+                LOOP,
+                loop_limits(),
+                Budget::new(3, 20, 500, 1_500),
+            ),
+            "pipeline" => bench.script_case(
+                "pipeline",
+                PIPELINE,
+                ExecutionLimits::new(),
+                Budget::new(10, 30, 5_000, 1_500),
+            ),
+            "vfs" => bench.vfs(),
+            "builtin" => bench.builtin(),
+            "vfs_backend" => bench.vfs_backend(),
+            "snapshot" => bench.snapshot(),
+            "concurrency" => bench.concurrency(),
+            "memory" => bench.memory(),
+            "construct" => bench.construct(),
+            "handoff" => bench.handoff(),
+            other => {
+                eprintln!(
+                    "unknown group {other}; groups: {} construct handoff",
+                    GROUPS.join(" ")
+                );
+                std::process::exit(2);
+            }
+        }
+    }
+    let mut out = String::new();
+    if json {
+        out.push_str("{\n");
+        let body: Vec<String> = bench.records.iter().map(|r| emit(r, true)).collect();
+        out.push_str(&body.join(",\n"));
+        out.push_str("\n}\n");
+    } else {
+        for r in &bench.records {
+            out.push_str(&emit(r, false));
+            out.push('\n');
+        }
+    }
+    print!("{out}");
+}

@@ -1,0 +1,202 @@
+# The benchmark entry point: `scripts/bench` (which builds bench/raw first),
+# or `MIX_ENV=prod mix run bench/run.exs [--quick] [--only g1,g2] [--out FILE]`.
+#
+# For every case group it runs the raw-bashkit Rust harness (bench/raw), then
+# the same case through ExBashkit's API and `System.cmd("bash")`, so that
+# every ratio in the report comes from one run. It writes BENCHMARKS.md and
+# the charts in bench/charts/.
+
+for file <- ~w(stats sampler raw cases chart report) do
+  Code.require_file("lib/#{file}.exs", __DIR__)
+end
+
+defmodule Bench.Run do
+  @groups ~w(echo new loop pipeline vfs builtin vfs_backend snapshot concurrency memory responsiveness construct)
+  # Groups the Rust harness knows (responsiveness is BEAM-only, construct
+  # raw-only: where bashkit's construction time goes).
+  @raw_groups ~w(echo new loop pipeline vfs builtin vfs_backend snapshot concurrency memory construct)
+  # Latency groups run in several rounds, raw and ours alternating, so that a
+  # burst of outside load hits both sides alike; their samples are pooled.
+  @repeated ~w(echo new loop pipeline vfs builtin vfs_backend snapshot)
+  @rounds 3
+
+  def main(argv) do
+    {opts, _, _} =
+      OptionParser.parse(argv,
+        strict: [quick: :boolean, only: :string, out: :string, charts: :string]
+      )
+
+    quick? = Keyword.get(opts, :quick, false)
+    out = Keyword.get(opts, :out, "BENCHMARKS.md")
+    charts = Keyword.get(opts, :charts, "bench/charts")
+
+    groups =
+      case opts[:only] do
+        nil -> @groups
+        list -> String.split(list, ",", trim: true)
+      end
+
+    for g <- groups, g not in @groups do
+      raise ArgumentError, "unknown group #{g}; groups: #{Enum.join(@groups, ", ")}"
+    end
+
+    unless Bench.Raw.available?() do
+      IO.puts(
+        :stderr,
+        "raw harness #{Bench.Raw.binary()} is missing: run scripts/bench (it builds it)"
+      )
+
+      System.halt(1)
+    end
+
+    if nice = opts[:renice], do: renice_interpreter_threads(nice)
+
+    started = System.monotonic_time(:millisecond)
+    load_before = loadavg()
+
+    {records, loads} =
+      Enum.flat_map_reduce(groups, [load_before], fn group, loads ->
+        rounds = if group in @repeated and not quick?, do: @rounds, else: 1
+
+        records =
+          for round <- 1..rounds, reduce: [] do
+            acc ->
+              IO.puts(:stderr, "==> #{group}#{if rounds > 1, do: " (round #{round}/#{rounds})"}")
+              raw = if group in @raw_groups, do: Bench.Raw.run([group], quick?), else: []
+              ours = if group == "construct", do: [], else: Bench.Cases.run(group, quick?)
+              acc ++ raw ++ ours
+          end
+
+        {records, [loadavg() | loads]}
+      end)
+
+    r = records |> merge_rounds() |> Bench.Report.index()
+
+    cores =
+      :erlang.system_info(:logical_processors_available)
+      |> then(&if(is_integer(&1), do: &1, else: System.schedulers_online()))
+
+    secs = div(System.monotonic_time(:millisecond) - started, 1000)
+
+    meta = %{
+      date: DateTime.utc_now() |> DateTime.truncate(:second) |> DateTime.to_string(),
+      cpu: cpu_model(),
+      cores: cores,
+      mem: mem_total(),
+      otp: :erlang.system_info(:otp_release),
+      elixir: System.version(),
+      rustc: rustc(),
+      load_before: fmt_load(load_before),
+      load_after: fmt_load(hd(loads)),
+      duration: "#{div(secs, 60)} min #{rem(secs, 60)} s",
+      quick: quick?,
+      renice: opts[:renice],
+      noisy: Enum.any?(loads, &(&1 > cores)),
+      concurrency_ops: if(quick?, do: 5_000, else: 60_000)
+    }
+
+    analysis =
+      case File.read(Path.join(__DIR__, "analysis.md")) do
+        {:ok, text} -> text
+        _ -> ""
+      end
+
+    File.mkdir_p!(charts)
+    File.write!(Path.join(charts, "latency.svg"), Bench.Report.latency_chart(r))
+    File.write!(Path.join(charts, "throughput.svg"), Bench.Report.throughput_chart(r))
+    File.write!(out, Bench.Report.markdown(r, meta, analysis))
+
+    IO.puts(:stderr, "\nTargets:")
+
+    for {t, measured, ok} <- Bench.Report.targets(r) do
+      v =
+        case ok,
+          do:
+            (
+              true -> "met"
+              false -> "NOT MET"
+              nil -> "n/a"
+            )
+
+      IO.puts(:stderr, "  [#{v}] #{t}: #{measured}")
+    end
+
+    IO.puts(:stderr, "\nwrote #{out} and #{charts}/*.svg in #{meta.duration}")
+  end
+
+  # Samples of the same name from several rounds are pooled; anything else
+  # keeps its first occurrence.
+  defp merge_rounds(records) do
+    {merged, order} =
+      Enum.reduce(records, {%{}, []}, fn record, {acc, order} ->
+        name = elem(record, 1)
+
+        case {record, acc[name]} do
+          {_, nil} ->
+            {Map.put(acc, name, record), [name | order]}
+
+          {{:sample, _, xs}, {:sample, _, ys}} ->
+            {Map.put(acc, name, {:sample, name, ys ++ xs}), order}
+
+          _ ->
+            {acc, order}
+        end
+      end)
+
+    order |> Enum.reverse() |> Enum.map(&merged[&1])
+  end
+
+  # Experiment aid (`--renice N`): lower the priority of the interpreter
+  # threads (named "ex_bashkit") of this VM, to see whether scripts then
+  # leave the schedulers more room (the responsiveness case). Linux only.
+  defp renice_interpreter_threads(nice) do
+    {:ok, _} = ExBashkit.exec("true")
+    pid = List.to_string(:os.getpid())
+
+    tids =
+      for tid <- File.ls!("/proc/#{pid}/task"),
+          String.trim(File.read!("/proc/#{pid}/task/#{tid}/comm")) == "ex_bashkit",
+          do: tid
+
+    {_, 0} = System.cmd("renice", ["-n", Integer.to_string(nice), "-p" | tids])
+    IO.puts(:stderr, "reniced #{length(tids)} interpreter threads to #{nice}")
+  end
+
+  defp loadavg do
+    case File.read("/proc/loadavg") do
+      {:ok, text} -> text |> String.split() |> hd() |> String.to_float()
+      _ -> 0.0
+    end
+  end
+
+  defp fmt_load(l), do: :erlang.float_to_binary(l, decimals: 2)
+
+  defp cpu_model do
+    with {:ok, text} <- File.read("/proc/cpuinfo"),
+         [_, model] <- Regex.run(~r/model name\s*:\s*(.+)/, text) do
+      String.trim(model)
+    else
+      _ -> "unknown CPU"
+    end
+  end
+
+  defp mem_total do
+    with {:ok, text} <- File.read("/proc/meminfo"),
+         [_, kb] <- Regex.run(~r/MemTotal:\s*(\d+)/, text) do
+      "#{round(String.to_integer(kb) / 1024 / 1024)} GiB RAM"
+    else
+      _ -> "unknown RAM"
+    end
+  end
+
+  defp rustc do
+    case System.cmd("rustc", ["--version"], stderr_to_stdout: true) do
+      {v, 0} -> v |> String.split() |> Enum.take(2) |> Enum.join(" ")
+      _ -> "rustc ?"
+    end
+  rescue
+    _ -> "rustc ?"
+  end
+end
+
+Bench.Run.main(System.argv())

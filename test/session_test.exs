@@ -104,7 +104,10 @@ defmodule ExBashkit.SessionTest do
     test "deeply nested substitutions and subshells are bounded" do
       s = Session.new()
       nested = Enum.reduce(1..200, "echo x", fn _, acc -> "$(#{acc})" end)
-      assert {:error, "parse error: AST nesting too deep" <> _} = Session.exec(s, "echo " <> nested)
+
+      assert {:error, "parse error: AST nesting too deep" <> _} =
+               Session.exec(s, "echo " <> nested)
+
       subshells = String.duplicate("( ", 200) <> "echo x" <> String.duplicate(" )", 200)
       assert {:error, "parse error: AST nesting too deep" <> _} = Session.exec(s, subshells)
       assert run!(s, "echo alive").stdout == "alive\n"

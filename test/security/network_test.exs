@@ -225,6 +225,27 @@ defmodule ExBashkit.Security.NetworkTest do
     end
   end
 
+  describe "the host's proxy settings" do
+    test "HTTP_PROXY and friends in the host environment are ignored", ctx do
+      {:ok, proxy} = LoopbackHttp.start(routes: %{})
+      on_exit(fn -> Process.exit(proxy, :kill) end)
+      proxy_url = "http://127.0.0.1:#{LoopbackHttp.port(proxy)}"
+      vars = ~w(HTTP_PROXY http_proxy HTTPS_PROXY https_proxy ALL_PROXY all_proxy)
+      for var <- vars, do: System.put_env(var, proxy_url)
+
+      try do
+        s = Session.new(allow_net: ["http://127.0.0.1:#{ctx.port}"], block_private_ips: false)
+
+        assert {:ok, %Result{stdout: @secret}} =
+                 Session.exec(s, "curl -s http://127.0.0.1:#{ctx.port}/")
+      after
+        for var <- vars, do: System.delete_env(var)
+      end
+
+      assert LoopbackHttp.connections(proxy) == 0, "sandbox traffic went through the host's proxy"
+    end
+  end
+
   describe "the allowlist's path prefix" do
     test "cannot be escaped with dot segments or a longer segment", ctx do
       base = "http://127.0.0.1:#{ctx.port}"

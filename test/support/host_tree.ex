@@ -42,18 +42,24 @@ defmodule ExBashkit.Test.HostTree do
     %{root: root, inner: inner, secret_path: Path.join(root, "secret.txt")}
   end
 
-  @doc "Every entry under `dir` (relative path => {:file, bytes} | :dir | {:symlink, target})."
-  def snapshot(dir) do
+  @doc """
+  Every entry under `dir` (relative path => {:file, bytes} | :dir |
+  {:symlink, target}), walked without following symlinks (the layout has
+  links to `..`).
+  """
+  def snapshot(dir), do: walk(dir, dir, %{})
+
+  defp walk(root, dir, acc) do
     dir
-    |> Path.join("**")
-    |> Path.wildcard(match_dot: true)
-    |> Map.new(fn path ->
-      rel = Path.relative_to(path, dir)
+    |> File.ls!()
+    |> Enum.reduce(acc, fn name, acc ->
+      path = Path.join(dir, name)
+      rel = Path.relative_to(path, root)
 
       case File.lstat!(path).type do
-        :symlink -> {rel, {:symlink, File.read_link!(path)}}
-        :directory -> {rel, :dir}
-        _ -> {rel, {:file, File.read!(path)}}
+        :symlink -> Map.put(acc, rel, {:symlink, File.read_link!(path)})
+        :directory -> walk(root, path, Map.put(acc, rel, :dir))
+        _ -> Map.put(acc, rel, {:file, File.read!(path)})
       end
     end)
   end

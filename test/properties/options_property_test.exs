@@ -20,10 +20,15 @@ defmodule ExBashkit.Properties.OptionsTest do
     %{scratch: scratch}
   end
 
+  # The property body runs in the test process: hand it the scratch dir.
+  setup %{scratch: scratch} do
+    Process.put(:scratch, scratch)
+    :ok
+  end
+
   property "new/1 returns a session or raises ArgumentError, for any term",
     quick: 300,
     heavy: 20_000 do
-    # `scratch` is fixed for the module; read it from the setup_all context.
     scratch = Process.get(:scratch) || raise "no scratch dir"
 
     forall(Gen.options(scratch), fn opts ->
@@ -35,11 +40,6 @@ defmodule ExBashkit.Properties.OptionsTest do
         :timeout -> raise "Session.new/1 or the first exec hung for 15 s"
       end
     end)
-  end
-
-  setup %{scratch: scratch} do
-    Process.put(:scratch, scratch)
-    :ok
   end
 
   defp outcome(opts) do

@@ -110,7 +110,6 @@ defmodule ExBashkit.Reliability.ExhaustionTest do
     end
 
     test "deep recursion: functions, eval, source, nested bash, substitutions, pipes" do
-
       for script <- [
             "f() { f; }; f",
             "f() { eval f; }; f",

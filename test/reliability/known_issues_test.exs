@@ -72,14 +72,6 @@ defmodule ExBashkit.Reliability.KnownIssuesTest do
     assert {:ok, %Result{stdout: "alive\n"}} = Session.exec(s, "echo alive")
   end
 
-  # bashkit 0.20.2: with no network configured, `http` prints its error on
-  # stdout and exits 0 (curl and wget exit 1), so a script cannot tell.
-  test "`http` without network access exits 0" do
-    {:ok, r} = Session.exec(Session.new(), "http GET http://127.0.0.1:9/")
-    assert (r.stdout <> r.stderr) =~ "network"
-    assert r.exit_code != 0
-  end
-
   # bashkit 0.20.2: `-L` is ignored when combined with other short flags:
   # `curl -sL` returns the 3xx body with exit 0, `curl -s -L` follows.
   test "`curl -sL` does not follow redirects" do

@@ -50,7 +50,6 @@ defmodule ExBashkit.Security.NetworkTest do
           Session.exec(s, "#{cmd} http://127.0.0.1:#{ctx.port}/")
 
         refute out =~ @secret
-        # (`http` says so on stdout and exits 0: see known_issues_test.exs.)
         assert out <> err =~ ~r/network access not configured|no URLs are allowed/
       end
 

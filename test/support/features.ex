@@ -12,7 +12,7 @@ defmodule ExBashkit.Test.Features do
 
   alias ExBashkit.Session
 
-  @features [:mounts, :network, :builtins, :virtual_fs, :snapshot]
+  @features [:mounts, :builtins, :virtual_fs, :snapshot]
 
   @doc "`false` when `feature` works in this build, else a skip reason."
   @spec missing(atom()) :: false | String.t()
@@ -41,15 +41,6 @@ defmodule ExBashkit.Test.Features do
   defp probe(:snapshot) do
     Code.ensure_loaded?(Session) and function_exported?(Session, :snapshot, 2) and
       function_exported?(Session, :restore, 3)
-  end
-
-  defp probe(:network) do
-    # bashkit's own message when no allowlist reached the interpreter.
-    run(fn ->
-      s = Session.new(allow_net: ["http://127.0.0.1:9"], block_private_ips: true)
-      {:ok, r} = Session.exec(s, "curl -s http://127.0.0.1:9/")
-      not (r.stderr =~ "network access not configured")
-    end)
   end
 
   defp probe(:mounts) do

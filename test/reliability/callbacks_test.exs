@@ -35,7 +35,8 @@ defmodule ExBashkit.Reliability.CallbacksTest do
           builtin_timeout_ms: 200,
           builtins: %{
             "hang" => fn _ ->
-              Agent.update(seen, &[self() | &1])
+              me = self()
+              Agent.update(seen, &[me | &1])
               Process.sleep(:infinity)
             end
           }

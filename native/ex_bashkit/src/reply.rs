@@ -80,7 +80,11 @@ struct Abandoned;
 
 impl Payload for Abandoned {
     fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
-        (error(), "request abandoned: the interpreter task ended without an answer").encode(env)
+        (
+            error(),
+            "request abandoned: the interpreter task ended without an answer",
+        )
+            .encode(env)
     }
 }
 

@@ -31,12 +31,20 @@ defmodule ExBashkit.Reliability.KnownIssuesTest do
   test "CPU-bound scripts, one per interpreter thread, starve every other session" do
     busy = System.schedulers_online() * 2 + 2
 
-    for _ <- 1..busy do
-      s = Session.new(limits: @uncapped ++ [timeout_ms: 15_000])
-      spawn(fn -> Session.exec(s, "while true; do :; done") end)
-    end
+    sessions =
+      for _ <- 1..busy do
+        s = Session.new(limits: @uncapped ++ [timeout_ms: 15_000])
+        spawn(fn -> Session.exec(s, "while true; do :; done") end)
+        s
+      end
 
-    Process.sleep(200)
+    # At least one busy script per thread is running (the rest are queued).
+    Health.wait_until(
+      fn -> Enum.count(sessions, &Health.running?/1) >= min(busy, System.schedulers_online()) end,
+      5_000,
+      "the busy scripts to start"
+    )
+
     started = System.monotonic_time(:millisecond)
     assert {:ok, %Result{stdout: "hi\n"}} = Session.exec(Session.new(), "echo hi")
     elapsed = System.monotonic_time(:millisecond) - started

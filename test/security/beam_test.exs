@@ -18,8 +18,11 @@ defmodule ExBashkit.Security.BeamTest do
 
     for round <- 1..5, do: exercise(s, round)
 
-    assert :erlang.system_info(:atom_count) - before < 10,
-           "atoms grew by #{:erlang.system_info(:atom_count) - before}"
+    # 5 rounds x 1 200 script-chosen names (files, dirs, links, variables):
+    # turning them into atoms would add thousands. A few hundred leave room
+    # for code that other processes (the ExUnit formatter) load meanwhile.
+    grown = :erlang.system_info(:atom_count) - before
+    assert grown < 500, "atoms grew by #{grown}"
   end
 
   defp exercise(s, round) do

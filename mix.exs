@@ -17,7 +17,10 @@ defmodule ExBashkit.MixProject do
       deps: [],
       description: "A safe, stateful, in-process bash sandbox for the BEAM (bashkit NIF).",
       package: package(),
-      aliases: aliases()
+      aliases: aliases(),
+      # PropEr (Debian's erlang-proper) is a test-only requirement, called from
+      # test/support; it is not a runtime dependency of the library.
+      xref: [exclude: [:proper, :proper_types, :proper_gen, :proper_unicode]]
     ]
   end
 

@@ -5,6 +5,12 @@ defmodule ExBashkit.SessionLifecycleTest do
   alias ExBashkit.Session
 
   test "a session is freed when garbage-collected" do
+    # Sessions other tests dropped may still sit in some process's heap, or
+    # in an interpreter task that has replied but not yet let go: collect
+    # what can be collected; the rest may be freed mid-test, so the count
+    # can only be compared as "at most" (the in-process check counts this
+    # test's own 50 sessions against a floor, not against `before`).
+    for p <- Process.list(), do: :erlang.garbage_collect(p)
     before = ExBashkit.Native.live_sessions()
 
     {pid, ref} =
@@ -12,10 +18,28 @@ defmodule ExBashkit.SessionLifecycleTest do
         sessions = for _ <- 1..50, do: Session.new(files: %{"/f" => "x"})
         Enum.each(sessions, fn s -> {:ok, _} = Session.exec(s, "echo hi") end)
         send(self(), {:alive, ExBashkit.Native.live_sessions()})
-        receive do: ({:alive, n} -> true = n >= before + 50)
+        receive do: ({:alive, n} -> true = n >= 50)
       end)
 
     assert_receive {:DOWN, ^ref, :process, ^pid, :normal}, 10_000
-    assert ExBashkit.Native.live_sessions() <= before
+    # The DOWN can arrive before the dead process's heap (and with it the
+    # sessions) is released, and an interpreter task holds its session until
+    # just after replying: poll instead of reading the count once.
+    assert freed_down_to?(before, 200),
+           "live sessions stayed at #{ExBashkit.Native.live_sessions()}"
+  end
+
+  defp freed_down_to?(target, tries) do
+    cond do
+      ExBashkit.Native.live_sessions() <= target ->
+        true
+
+      tries == 0 ->
+        false
+
+      true ->
+        Process.sleep(10)
+        freed_down_to?(target, tries - 1)
+    end
   end
 end

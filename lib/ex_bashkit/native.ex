@@ -19,7 +19,7 @@ defmodule ExBashkit.Native do
 
   # Interpreter thread settings from `config :ex_bashkit, ...`, read once.
   defp runtime_config do
-    for key <- [:worker_threads, :stack_size],
+    for key <- [:worker_threads, :max_script_threads, :stack_size],
         value = Application.get_env(:ex_bashkit, key),
         is_integer(value) and value > 0,
         do: {key, value}

@@ -21,51 +21,6 @@ defmodule ExBashkit.Reliability.KnownIssuesTest do
     max_total_loop_iterations: 1_000_000_000_000
   ]
 
-  # Design (runtime.rs / session.rs): scripts run as tasks on a small tokio
-  # pool (one thread per core), and bashkit's interpreter never yields while
-  # it computes. A CPU-bound script therefore holds its thread until it ends
-  # or hits timeout_ms (default 30 s); one such script per thread and every
-  # other exec on every session in the node waits. Measured on 2 cores: with
-  # 2 `while true` scripts (timeout 20 s) an `echo hi` elsewhere took 19.4 s.
-  @tag timeout: 120_000
-  test "CPU-bound scripts, one per interpreter thread, starve every other session" do
-    busy = System.schedulers_online() * 2 + 2
-
-    sessions =
-      for _ <- 1..busy do
-        s = Session.new(limits: @uncapped ++ [timeout_ms: 15_000])
-        spawn(fn -> Session.exec(s, "while true; do :; done") end)
-        s
-      end
-
-    # At least one busy script per thread is running (the rest are queued).
-    Health.wait_until(
-      fn -> Enum.count(sessions, &Health.running?/1) >= min(busy, System.schedulers_online()) end,
-      5_000,
-      "the busy scripts to start"
-    )
-
-    started = System.monotonic_time(:millisecond)
-    assert {:ok, %Result{stdout: "hi\n"}} = Session.exec(Session.new(), "echo hi")
-    elapsed = System.monotonic_time(:millisecond) - started
-    assert elapsed < 2_000, "an unrelated `echo hi` waited #{elapsed} ms for busy scripts"
-  end
-
-  # Design: nothing cancels a script whose caller died; it runs on to its
-  # end or its timeout, holding the session and an interpreter thread.
-  @tag timeout: 60_000
-  test "a script whose caller is killed keeps running until its timeout" do
-    s = Session.new(limits: @uncapped ++ [timeout_ms: 20_000])
-    caller = spawn(fn -> Session.exec(s, "while true; do :; done") end)
-    Health.wait_until(fn -> Health.running?(s) end, 5_000, "the script to start")
-    Process.exit(caller, :kill)
-
-    started = System.monotonic_time(:millisecond)
-    Health.wait_until(fn -> not Health.running?(s) end, 30_000, "the session to go idle")
-    elapsed = System.monotonic_time(:millisecond) - started
-    assert elapsed < 1_000, "the orphaned script ran on for #{elapsed} ms"
-  end
-
   # bashkit 0.20.2: Interpreter::execute waits for background jobs at the end
   # of every exec (`jobs.finish_all()`), and clears the job table only when
   # it returns. When the timeout drops the exec, the table is not cleared

@@ -53,6 +53,9 @@ defmodule ExBashkit.Reliability.MemoryTest do
     assert beam1 <= beam0 * 1.10, ":erlang.memory grew from #{beam0} to #{beam1} bytes"
   end
 
+  # RSS of a VM running other tests concurrently is too noisy for a 10%
+  # bound in the default run.
+  @tag :heavy
   @tag timeout: :infinity
   test "10 000 sessions created and dropped: memory returns within 10%" do
     create_and_drop(10_000)

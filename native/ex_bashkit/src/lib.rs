@@ -45,6 +45,7 @@ rustler::atoms! {
     ok,
     error,
     worker_threads,
+    max_script_threads,
     stack_size,
 }
 
@@ -266,7 +267,8 @@ fn session_new_inline(env: Env, config: SessionConfig) -> Term {
     term
 }
 
-/// Read `[worker_threads: n, stack_size: bytes]` (either may be absent).
+/// Read `[worker_threads: n, max_script_threads: n, stack_size: bytes]`
+/// (any may be absent).
 fn load(_env: Env, info: Term) -> bool {
     guard::install_panic_hook();
     let mut config = runtime::RuntimeConfig::default();
@@ -275,6 +277,8 @@ fn load(_env: Env, info: Term) -> bool {
             let value = usize::try_from(value).unwrap_or(usize::MAX);
             if key == worker_threads() && value > 0 {
                 config.worker_threads = value;
+            } else if key == max_script_threads() && value > 0 {
+                config.max_script_threads = value;
             } else if key == stack_size() && value >= 1024 * 1024 {
                 config.stack_size = value;
             }

@@ -7,6 +7,13 @@
 //! dirty pool). A NIF therefore only *submits* work here and returns; the
 //! result comes back to the caller as a message.
 //!
+//! A script runs on a thread of its own (tokio's blocking pool, see
+//! `spawn_script`): bashkit never yields while it computes, so scripts
+//! sharing a few worker threads would make one CPU-bound script stall every
+//! other session. With a thread each, the OS shares the CPU between them; a
+//! script that waits (a back-call into Elixir, `sleep`) parks only its own
+//! thread. Short jobs (state, reset, snapshots) use the worker threads.
+//!
 //! The runtime lives in a `static` and is never dropped: dropping a tokio
 //! runtime during VM teardown is a known source of exit-time crashes.
 
@@ -18,8 +25,10 @@ use tokio::runtime::{Builder, Runtime};
 /// Settings read once from the application environment at load time.
 #[derive(Debug, Clone, Copy)]
 pub struct RuntimeConfig {
-    /// Interpreter worker threads.
+    /// Worker threads (timers, short jobs).
     pub worker_threads: usize,
+    /// Scripts that may run at once, one thread each; more wait their turn.
+    pub max_script_threads: usize,
     /// Stack size of every interpreter thread, in bytes. The interpreter's
     /// recursion (functions, subshells, substitutions) needs far more than a
     /// scheduler thread offers; the memory is reserved, not committed.
@@ -31,6 +40,7 @@ impl Default for RuntimeConfig {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         Self {
             worker_threads: cores.max(2),
+            max_script_threads: 1024,
             stack_size: 64 * 1024 * 1024,
         }
     }
@@ -50,6 +60,7 @@ pub fn runtime() -> &'static Runtime {
         let config = CONFIG.get().copied().unwrap_or_default();
         Builder::new_multi_thread()
             .worker_threads(config.worker_threads)
+            .max_blocking_threads(config.max_script_threads)
             .thread_stack_size(config.stack_size)
             .thread_name("ex_bashkit")
             .enable_all()
@@ -64,6 +75,15 @@ where
     F: Future<Output = ()> + Send + 'static,
 {
     drop(runtime().spawn(future));
+}
+
+/// Run a script's `future` on a thread of its own, detached.
+pub fn spawn_script<F>(future: F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let handle = runtime().handle().clone();
+    drop(runtime().spawn_blocking(move || handle.block_on(future)));
 }
 
 /// Drive `future` to completion on the calling thread (used by the short,

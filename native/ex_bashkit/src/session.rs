@@ -267,7 +267,7 @@ pub fn exec(
     if let Some(ms) = call.timeout_ms {
         watchdog::schedule(Instant::now() + Duration::from_millis(ms), &ticket);
     }
-    runtime::spawn(async move {
+    runtime::spawn_script(async move {
         let outcome = guard::catch_future(async {
             let mut bash = session.bash.lock().await;
             let _running = Running::start(&session, &ticket, &bash);
@@ -301,7 +301,7 @@ pub fn exec(
 
 /// Run `script` in a fresh default interpreter (`ExBashkit.exec/1`).
 pub fn exec_once(script: String, reply: ReplyTo) {
-    runtime::spawn(async move {
+    runtime::spawn_script(async move {
         // The interpreter is dropped only after the answer is sent: tearing
         // it down takes ~10 µs that the caller need not wait for.
         let mut used = None;

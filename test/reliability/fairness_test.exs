@@ -1,0 +1,58 @@
+defmodule ExBashkit.Reliability.FairnessTest do
+  # Found by this suite as known issues, fixed since: scripts cannot starve
+  # each other, and an orphaned script does not run on.
+  use ExUnit.Case, async: false
+
+  alias ExBashkit.{Result, Session}
+  alias ExBashkit.Test.Health
+
+  @uncapped [
+    max_commands: 1_000_000_000_000,
+    max_loop_iterations: 1_000_000_000_000,
+    max_total_loop_iterations: 1_000_000_000_000
+  ]
+
+  # bashkit never yields while it computes. When scripts shared a few worker
+  # threads, one CPU-bound script per thread stalled every other session
+  # (measured: an `echo hi` waited 19.4 s). Each script now has a thread of
+  # its own (runtime.rs) and the OS shares the CPU.
+  @tag timeout: 120_000
+  test "CPU-bound scripts do not starve other sessions" do
+    busy = System.schedulers_online() * 2 + 2
+
+    sessions =
+      for _ <- 1..busy do
+        s = Session.new(limits: @uncapped ++ [timeout_ms: 15_000])
+        spawn(fn -> Session.exec(s, "while true; do :; done") end)
+        s
+      end
+
+    # At least one busy script per thread is running (the rest are queued).
+    Health.wait_until(
+      fn -> Enum.count(sessions, &Health.running?/1) >= min(busy, System.schedulers_online()) end,
+      5_000,
+      "the busy scripts to start"
+    )
+
+    started = System.monotonic_time(:millisecond)
+    assert {:ok, %Result{stdout: "hi\n"}} = Session.exec(Session.new(), "echo hi")
+    elapsed = System.monotonic_time(:millisecond) - started
+    Enum.each(sessions, &Session.cancel/1)
+    assert elapsed < 2_000, "an unrelated `echo hi` waited #{elapsed} ms for busy scripts"
+  end
+
+  # The session monitors each exec's caller and cancels the exec when the
+  # caller dies, instead of running it on to its end or timeout.
+  @tag timeout: 60_000
+  test "a script whose caller is killed stops" do
+    s = Session.new(limits: @uncapped ++ [timeout_ms: 20_000])
+    caller = spawn(fn -> Session.exec(s, "while true; do :; done") end)
+    Health.wait_until(fn -> Health.running?(s) end, 5_000, "the script to start")
+    Process.exit(caller, :kill)
+
+    started = System.monotonic_time(:millisecond)
+    Health.wait_until(fn -> not Health.running?(s) end, 30_000, "the session to go idle")
+    elapsed = System.monotonic_time(:millisecond) - started
+    assert elapsed < 1_000, "the orphaned script ran on for #{elapsed} ms"
+  end
+end

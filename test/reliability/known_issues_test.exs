@@ -11,15 +11,9 @@ defmodule ExBashkit.Reliability.KnownIssuesTest do
   use ExUnit.Case, async: false
 
   alias ExBashkit.{Result, Session}
-  alias ExBashkit.Test.{Health, LoopbackHttp}
+  alias ExBashkit.Test.LoopbackHttp
 
   @moduletag :known_issue
-
-  @uncapped [
-    max_commands: 1_000_000_000_000,
-    max_loop_iterations: 1_000_000_000_000,
-    max_total_loop_iterations: 1_000_000_000_000
-  ]
 
   # bashkit 0.20.2: Interpreter::execute waits for background jobs at the end
   # of every exec (`jobs.finish_all()`), and clears the job table only when

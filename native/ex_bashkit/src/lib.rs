@@ -70,6 +70,20 @@ fn answer_unit<'a>(env: Env<'a>, body: impl FnOnce() -> Result<(), String>) -> T
     }
 }
 
+/// Submit a job that answers the caller by message (see `reply.rs`):
+/// `:ok` once submitted. The job must not fail: a `ReplyTo` always answers.
+fn submit<'a>(
+    env: Env<'a>,
+    pid: LocalPid,
+    reference: Term<'a>,
+    job: impl FnOnce(ReplyTo),
+) -> Term<'a> {
+    answer_unit(env, || {
+        job(ReplyTo::new(pid, reference));
+        Ok(())
+    })
+}
+
 #[rustler::nif(schedule = "DirtyIo")]
 fn session_new(env: Env, config: SessionConfig) -> Term {
     answer(env, || SessionResource::new(config).map(ResourceArc::new))
@@ -98,9 +112,8 @@ fn session_exec<'a>(
 
 #[rustler::nif]
 fn exec_once<'a>(env: Env<'a>, script: String, pid: LocalPid, reference: Term<'a>) -> Term<'a> {
-    answer_unit(env, || {
-        session::exec_once(script, ReplyTo::new(pid, reference));
-        Ok(())
+    submit(env, pid, reference, |reply| {
+        session::exec_once(script, reply)
     })
 }
 
@@ -129,10 +142,7 @@ fn session_state<'a>(
     pid: LocalPid,
     reference: Term<'a>,
 ) -> Term<'a> {
-    answer_unit(env, || {
-        session::state(session, ReplyTo::new(pid, reference));
-        Ok(())
-    })
+    submit(env, pid, reference, |reply| session::state(session, reply))
 }
 
 /// `reset/1`: answers `{:ex_bashkit_reply, ref, :ok | {:error, message}}`.
@@ -143,10 +153,7 @@ fn session_reset<'a>(
     pid: LocalPid,
     reference: Term<'a>,
 ) -> Term<'a> {
-    answer_unit(env, || {
-        session::reset(session, ReplyTo::new(pid, reference));
-        Ok(())
-    })
+    submit(env, pid, reference, |reply| session::reset(session, reply))
 }
 
 /// `{id, running?, cwd | nil}` for `inspect/2`.
@@ -230,9 +237,8 @@ fn session_snapshot<'a>(
     pid: LocalPid,
     reference: Term<'a>,
 ) -> Term<'a> {
-    answer_unit(env, || {
-        snapshot::snapshot(session, request, ReplyTo::new(pid, reference));
-        Ok(())
+    submit(env, pid, reference, |reply| {
+        snapshot::snapshot(session, request, reply)
     })
 }
 
@@ -245,6 +251,8 @@ fn session_restore<'a>(
     pid: LocalPid,
     reference: Term<'a>,
 ) -> Term<'a> {
+    // Validated before a `ReplyTo` exists: an invalid argument is answered
+    // by the return value alone, with no message left behind.
     answer_unit(env, || {
         let bytes = snapshot::SnapshotBytes::new(bytes)?;
         let key = key.map(|k| k.as_slice().to_vec());

@@ -23,10 +23,11 @@ defmodule ExBashkit.Session do
 
   ## Where scripts run
 
-  Scripts run on the library's own interpreter threads (a small pool with large
-  stacks), never on a BEAM scheduler: `exec/2` submits the script and waits for
-  a message with the outcome. A long script therefore holds no scheduler, dirty
-  or normal, and deep recursion in a script cannot overflow a scheduler's stack.
+  Scripts run on the library's own threads, one per running script with a
+  large stack, never on a BEAM scheduler: `exec/2` submits the script and
+  waits for a message with the outcome. A long script therefore holds no
+  scheduler, dirty or normal, deep recursion in a script cannot overflow a
+  scheduler's stack, and a CPU-bound script cannot stall other sessions.
 
   ## Options
 
@@ -165,7 +166,7 @@ defmodule ExBashkit.Session do
   script that called it holds the session, so such a call returns
   `{:error, "re-entrant exec: ..."}` at once. Driving a different session from
   inside a builtin is fine, including under load: a script waiting for a
-  builtin holds no thread.
+  builtin parks only its own thread, never a scheduler.
 
   ## Virtual filesystem backends
 

@@ -19,10 +19,10 @@
 //!    command fails (exit 124 for a builtin, `ETIMEDOUT` for a file
 //!    operation). A late answer finds no entry in `PENDING` and is dropped.
 //!
-//! Waiting is an `await` on the oneshot: the interpreter thread is free to
-//! run other sessions meanwhile, so a builtin that itself execs another
-//! session (which needs a thread) cannot starve the pool. This is why
-//! scripts run on our runtime and not on dirty schedulers.
+//! Waiting is an `await` on the oneshot, on the script's own thread (see
+//! `runtime.rs`): no BEAM scheduler waits, so a builtin that itself execs
+//! another session cannot starve a scheduler pool. This is why scripts run
+//! on our runtime and not on dirty schedulers.
 //!
 //! A channel has a target only while an exec runs. With no target (an idle
 //! session, or a filesystem-API call made from a BEAM thread) a back-call

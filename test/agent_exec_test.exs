@@ -11,6 +11,13 @@ defmodule ExBashkit.AgentExecTest do
     result
   end
 
+  defp wait_until_started(session) do
+    unless match?({:ok, _}, Session.stat(session, "/started")) do
+      Process.sleep(1)
+      wait_until_started(session)
+    end
+  end
+
   # Poll until `session` has a running exec (a condition, not a guess).
   defp wait_until_running(session) do
     unless inspect(session) =~ "status: :running" do
@@ -91,8 +98,15 @@ defmodule ExBashkit.AgentExecTest do
   describe "cancel/1" do
     test "stops the running exec from another process; state is kept" do
       s = Session.new()
-      task = Task.async(fn -> Session.exec(s, "kept=yes; while true; do sleep 0.01; done") end)
-      wait_until_running(s)
+
+      task =
+        Task.async(fn ->
+          Session.exec(s, "kept=yes; touch /started; while true; do sleep 0.01; done")
+        end)
+
+      # Cancel only once the script is past the assignment (stat/2 answers
+      # while it runs), so "state is kept" has something to keep.
+      wait_until_started(s)
       assert spawn_cancel(s) == :ok
       assert {:error, "execution cancelled by cancel/1"} = Task.await(task)
       assert run!(s, "echo $kept").stdout == "yes\n"

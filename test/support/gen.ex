@@ -206,35 +206,9 @@ defmodule ExBashkit.Test.Gen do
 
   # -- options for Session.new/1 ------------------------------------------------
 
-  @known_keys [
-    :env,
-    :cwd,
-    :username,
-    :hostname,
-    :files,
-    :mounts,
-    :allowed_mount_paths,
-    :limits,
-    :allow_net,
-    :block_private_ips,
-    :builtins,
-    :builtin_timeout_ms,
-    :virtual_fs,
-    :python
-  ]
-
-  @limit_keys [
-    :max_commands,
-    :max_loop_iterations,
-    :max_total_loop_iterations,
-    :max_function_depth,
-    :max_input_bytes,
-    :timeout_ms,
-    :max_stdout_bytes,
-    :max_stderr_bytes,
-    :max_total_commands,
-    :max_exec_calls
-  ]
+  # The option and limit keys new/1 knows, from the one place that defines them.
+  @known_keys ExBashkit.Session.Options.known_options()
+  @limit_keys ExBashkit.Session.Options.limit_keys()
 
   @doc """
   A random term to pass as `Session.new/1` options: mostly keyword lists (or

@@ -59,6 +59,10 @@ defmodule ExBashkit.Session.Options do
   def limit_keys, do: @limit_keys
 
   @doc false
+  @spec known_options() :: [atom()]
+  def known_options, do: @known
+
+  @doc false
   @spec parse!(term()) :: parsed()
   def parse!(opts) do
     opts = to_keyword!(opts, "options")

@@ -26,6 +26,7 @@ defmodule ExBashkit.Native do
   end
 
   def session_new(_config), do: :erlang.nif_error(:nif_not_loaded)
+  def session_new_inline(_config), do: :erlang.nif_error(:nif_not_loaded)
   def session_exec(_session, _script, _opts, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def exec_once(_script, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def session_info(_session), do: :erlang.nif_error(:nif_not_loaded)
@@ -35,19 +36,16 @@ defmodule ExBashkit.Native do
   def session_cancel_exec(_session, _id), do: :erlang.nif_error(:nif_not_loaded)
   def session_state(_session, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def session_reset(_session, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
-  def fs_read(_session, _path), do: :erlang.nif_error(:nif_not_loaded)
-  def fs_write(_session, _path, _content), do: :erlang.nif_error(:nif_not_loaded)
-  def fs_list(_session, _path), do: :erlang.nif_error(:nif_not_loaded)
-  def fs_mkdir(_session, _path, _parents), do: :erlang.nif_error(:nif_not_loaded)
-  def fs_remove(_session, _path, _recursive), do: :erlang.nif_error(:nif_not_loaded)
-  def fs_rename(_session, _from, _to), do: :erlang.nif_error(:nif_not_loaded)
-  def fs_stat(_session, _path), do: :erlang.nif_error(:nif_not_loaded)
-
-  # Snapshot / restore: submitted like exec, answered by message.
   def session_snapshot(_session, _request, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
 
   def session_restore(_session, _bytes, _key, _pid, _ref),
     do: :erlang.nif_error(:nif_not_loaded)
 
-  def session_new_inline(_config), do: :erlang.nif_error(:nif_not_loaded)
+  # The filesystem API: one request term (see `fs_api.rs`), answered here.
+  def fs_call(_session, _request), do: :erlang.nif_error(:nif_not_loaded)
+
+  # `isolation: :process`: the node's handle on a session in a worker, and
+  # the watchdog's SIGKILL.
+  def remote_session(_worker, _sid), do: :erlang.nif_error(:nif_not_loaded)
+  def kill_os_process(_os_pid), do: :erlang.nif_error(:nif_not_loaded)
 end

@@ -18,7 +18,7 @@ defmodule ExBashkit.Backend do
   alias ExBashkit.{Native, Worker, WorkerPool}
 
   @typedoc "Where a session lives."
-  @type location :: :in_node | {:process, pid(), pos_integer()}
+  @type location :: :in_node | {:process, atom(), pos_integer()}
 
   @doc false
   # Build a session from the validated native configuration. Returns the
@@ -33,13 +33,23 @@ defmodule ExBashkit.Backend do
   end
 
   def new(config, :process, _inline?) do
-    with {:ok, worker} <- WorkerPool.pick() do
+    with {:ok, name} <- WorkerPool.pick(),
+         {:ok, worker} <- whereis(name) do
       sid = System.unique_integer([:positive])
 
       case Worker.call(worker, {:new, sid, config}) do
-        :ok -> {:ok, Native.remote_session(worker, sid), {:process, worker, sid}}
+        :ok -> {:ok, Native.remote_session(worker, sid), {:process, name, sid}}
         {:error, _} = error -> error
       end
+    end
+  end
+
+  # A session names its worker by its registered name, so that it reaches
+  # the restarted owner process if the old one ever died.
+  defp whereis(name) do
+    case Process.whereis(name) do
+      pid when is_pid(pid) -> {:ok, pid}
+      nil -> {:error, "worker process #{inspect(name)} is not running"}
     end
   end
 
@@ -54,10 +64,12 @@ defmodule ExBashkit.Backend do
          do: {:ok, ref, id}
   end
 
-  def exec(_resource, {:process, worker, sid}, script, call, meta) do
-    ref = Process.monitor(worker)
-    id = Worker.request(worker, ref, {:exec, sid, script, call}, meta)
-    {:ok, ref, id}
+  def exec(_resource, {:process, name, sid}, script, call, meta) do
+    with {:ok, worker} <- whereis(name) do
+      ref = Process.monitor(worker)
+      id = Worker.request(worker, ref, {:exec, sid, script, call}, meta)
+      {:ok, ref, id}
+    end
   end
 
   @doc false
@@ -70,7 +82,8 @@ defmodule ExBashkit.Backend do
   end
 
   def exec_once(script, :process, meta) do
-    with {:ok, worker} <- WorkerPool.pick() do
+    with {:ok, name} <- WorkerPool.pick(),
+         {:ok, worker} <- whereis(name) do
       ref = Process.monitor(worker)
       Worker.request(worker, ref, {:exec_once, script}, meta)
       {:ok, ref}
@@ -84,15 +97,18 @@ defmodule ExBashkit.Backend do
     :ok
   end
 
-  def cancel_exec(_resource, {:process, worker, sid}, id),
-    do: Worker.cast(worker, {:cancel_exec, sid, id})
+  def cancel_exec(_resource, {:process, name, sid}, id) do
+    with {:ok, worker} <- whereis(name), do: Worker.cast(worker, {:cancel_exec, sid, id})
+    :ok
+  end
 
   @doc false
   @spec cancel(reference(), location()) :: boolean()
   def cancel(resource, :in_node), do: Native.session_cancel(resource)
 
-  def cancel(_resource, {:process, worker, sid}),
-    do: Worker.call(worker, {:cancel, sid}) == true
+  def cancel(_resource, {:process, name, sid}) do
+    with {:ok, worker} <- whereis(name), do: Worker.call(worker, {:cancel, sid}) == true
+  end
 
   @doc false
   # `state`, `reset`, `snapshot`, `restore`: submitted, answered by message.
@@ -107,10 +123,12 @@ defmodule ExBashkit.Backend do
     end
   end
 
-  def submit(_resource, {:process, worker, sid}, op, args) do
-    ref = Process.monitor(worker)
-    Worker.request(worker, ref, List.to_tuple([op, sid | args]))
-    {:ok, ref}
+  def submit(_resource, {:process, name, sid}, op, args) do
+    with {:ok, worker} <- whereis(name) do
+      ref = Process.monitor(worker)
+      Worker.request(worker, ref, List.to_tuple([op, sid | args]))
+      {:ok, ref}
+    end
   end
 
   @doc false
@@ -126,11 +144,28 @@ defmodule ExBashkit.Backend do
   @spec info(reference(), location()) :: {integer(), boolean(), String.t() | nil} | nil
   def info(resource, :in_node), do: Native.session_info(resource)
 
-  def info(_resource, {:process, worker, sid}) do
-    case Worker.call(worker, {:info, sid}) do
-      {_, _, _} = info -> info
+  def info(_resource, {:process, name, sid}) do
+    with {:ok, worker} <- whereis(name),
+         {_, _, _} = info <- Worker.call(worker, {:info, sid}) do
+      info
+    else
       _ -> nil
     end
+  end
+
+  @doc false
+  # Sessions alive, in the node and in every worker (leak tests).
+  @spec live_sessions() :: non_neg_integer()
+  def live_sessions do
+    in_workers =
+      for name <- WorkerPool.workers(), pid = Process.whereis(name), is_pid(pid) do
+        case Worker.call(pid, {:live_sessions}) do
+          n when is_integer(n) -> n
+          _ -> 0
+        end
+      end
+
+    Native.live_sessions() + Enum.sum(in_workers)
   end
 
   @doc false
@@ -138,8 +173,10 @@ defmodule ExBashkit.Backend do
   @spec callback_reply(location(), pos_integer(), term()) :: term()
   def callback_reply(:in_node, call_id, answer), do: Native.callback_reply(call_id, answer)
 
-  def callback_reply({:process, worker, _sid}, call_id, answer),
-    do: Worker.cast(worker, {:callback_reply, call_id, answer})
+  def callback_reply({:process, name, _sid}, call_id, answer) do
+    with {:ok, worker} <- whereis(name),
+         do: Worker.cast(worker, {:callback_reply, call_id, answer})
+  end
 
   @doc false
   # Forget the worker monitor behind `ref` once its request is answered.

@@ -21,7 +21,7 @@ defmodule ExBashkit.Worker do
     * **Caller death** cancels the caller's execs in the worker.
     * **Deadlines.** An exec with a timeout (per call, or the session's
       `limits: [timeout_ms: ...]`) is answered at its deadline (plus
-      `#{50} ms`) even if the interpreter never reaches a command boundary;
+      `200 ms`) even if the interpreter never reaches a command boundary;
       if the worker has still not finished it `:worker_kill_grace_ms` later
       (default 2 000), the worker is killed. `ExBashkit.Session.cancel/1`
       gets the same treatment.
@@ -41,7 +41,13 @@ defmodule ExBashkit.Worker do
 
   alias ExBashkit.Native
 
-  @reply_slack_ms 50
+  @reply_slack_ms 200
+  # Interpreter threads of a worker: 16 MiB stacks (a stack overflow only
+  # ends the worker, unlike in the node), at most 256 scripts at once; the
+  # address-space limit makes room for all of them on top of `:max_memory`.
+  @stack_size 16 * 1024 * 1024
+  @max_script_threads 256
+  @mapping_slack 1024 * 1024 * 1024
 
   @typedoc "A request without its id: `{op, sid, args...}` (see `worker.rs`)."
   @type request :: tuple()
@@ -124,7 +130,9 @@ defmodule ExBashkit.Worker do
        overdue: %{},
        grace_ms: Keyword.get(opts, :grace_ms, 2_000),
        max_memory: Keyword.get(opts, :max_memory),
-       max_cpu_seconds: Keyword.get(opts, :max_cpu_seconds)
+       max_cpu_seconds: Keyword.get(opts, :max_cpu_seconds),
+       stack_size: Keyword.get(opts, :stack_size, @stack_size),
+       max_script_threads: Keyword.get(opts, :max_script_threads, @max_script_threads)
      }}
   end
 
@@ -234,7 +242,7 @@ defmodule ExBashkit.Worker do
 
   defp route(state, pid, ref, id, request, meta) do
     kind = elem(request, 0)
-    sid = if kind in [:exec_once], do: nil, else: elem(request, 1)
+    sid = if kind in [:exec_once, :live_sessions], do: nil, else: elem(request, 1)
 
     cond do
       kind != :new and Map.has_key?(state.lost, sid) ->
@@ -270,8 +278,9 @@ defmodule ExBashkit.Worker do
     end
   end
 
-  defp deadline_timer(id, %{timeout_ms: ms}) when is_integer(ms) do
-    why = "execution timed out after #{ms} ms"
+  # Deadlines past what a timer can hold (about 49 days) are no deadline.
+  defp deadline_timer(id, %{timeout_ms: ms}) when is_integer(ms) and ms < 0xFFFF_0000 do
+    why = "execution timed out after #{ms} ms (timeout_ms; the script did not stop by itself)"
     Process.send_after(self(), {:deadline, id, why}, ms + @reply_slack_ms)
   end
 
@@ -369,9 +378,18 @@ defmodule ExBashkit.Worker do
   defp ensure_port(%{port: nil} = state) do
     exe = executable()
 
+    address_space =
+      state.max_memory &&
+        state.max_memory + state.stack_size * state.max_script_threads + @mapping_slack
+
     args =
       Enum.flat_map(
-        [max_memory: state.max_memory, max_cpu_seconds: state.max_cpu_seconds],
+        [
+          max_memory: address_space,
+          max_cpu_seconds: state.max_cpu_seconds,
+          stack_size: state.stack_size,
+          max_script_threads: state.max_script_threads
+        ],
         fn
           {_key, nil} -> []
           {key, value} -> ["--" <> String.replace(Atom.to_string(key), "_", "-"), "#{value}"]

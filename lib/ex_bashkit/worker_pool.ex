@@ -8,9 +8,11 @@ defmodule ExBashkit.WorkerPool do
     * `:worker_pool_size` - how many worker processes (default: the number
       of online schedulers). Sessions are spread over them round-robin and
       stay on theirs for life; a worker serves many sessions.
-    * `:worker_max_memory` - address-space limit of each worker, in bytes
-      (default 8 GiB): past it, allocations fail and the worker dies,
-      taking only its own sessions' in-flight execs with it.
+    * `:worker_max_memory` - how much heap each worker may use, in bytes
+      (default 4 GiB), enforced as an address-space limit (this plus room
+      for its thread stacks): past it, allocations fail and the worker dies,
+      taking only its own sessions' in-flight execs with it. Workers also
+      volunteer as the kernel's first choice when memory runs out.
     * `:worker_max_cpu_seconds` - CPU-time backstop of each worker process
       (default none).
     * `:worker_kill_grace_ms` - how long a script past its deadline (or
@@ -32,7 +34,7 @@ defmodule ExBashkit.WorkerPool do
 
     worker_opts = [
       grace_ms: Application.get_env(:ex_bashkit, :worker_kill_grace_ms, 2_000),
-      max_memory: Application.get_env(:ex_bashkit, :worker_max_memory, 8 * 1024 ** 3),
+      max_memory: Application.get_env(:ex_bashkit, :worker_max_memory, 4 * 1024 ** 3),
       max_cpu_seconds: Application.get_env(:ex_bashkit, :worker_max_cpu_seconds)
     ]
 
@@ -44,22 +46,25 @@ defmodule ExBashkit.WorkerPool do
 
   @doc """
   The worker a new session should live on: the next one, round-robin.
-  Returns `{:ok, pid}`, or `{:error, message}` when the application (and so
+  Returns `{:ok, name}`, or `{:error, message}` when the application (and so
   the pool) is not running.
   """
-  @spec pick() :: {:ok, pid()} | {:error, String.t()}
+  @spec pick() :: {:ok, atom()} | {:error, String.t()}
   def pick do
+    # Code loaded without its application (a bare `-pa` VM, a peer node)
+    # still gets workers: start the application on first use.
+    if :persistent_term.get({__MODULE__, :size}, nil) == nil,
+      do: Application.ensure_all_started(:ex_bashkit)
+
     size = :persistent_term.get({__MODULE__, :size}, nil)
 
-    with size when is_integer(size) <- size,
-         i = rem(:atomics.add_get(:persistent_term.get({__MODULE__, :next}), 1, 1), size) + 1,
-         pid when is_pid(pid) <- Process.whereis(name(i)) do
-      {:ok, pid}
+    if is_integer(size) do
+      i = rem(:atomics.add_get(:persistent_term.get({__MODULE__, :next}), 1, 1), size) + 1
+      {:ok, name(i)}
     else
-      _ ->
-        {:error,
-         "no worker process: the :ex_bashkit application is not started " <>
-           "(start it, or use isolation: :in_node)"}
+      {:error,
+       "no worker process: the :ex_bashkit application is not started " <>
+         "(start it, or use isolation: :in_node)"}
     end
   end
 

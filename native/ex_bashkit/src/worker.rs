@@ -16,6 +16,7 @@
 //! {:state, id, sid}                {:reset, id, sid}
 //! {:snapshot, id, sid, request}    {:restore, id, sid, bytes, key}
 //! {:fs, id, sid, request}          {:info, id, sid}
+//! {:live_sessions, id}
 //! {:callback_reply, call_id, answer}
 //! ```
 //!
@@ -28,8 +29,9 @@
 //! # Confinement
 //! Before it reads a frame the worker clears its environment, moves to `/`,
 //! asks for SIGKILL when its parent dies, sets `no_new_privs`, lowers its
-//! scheduling priority below the VM's and applies the address-space and
-//! CPU-time limits it was started with (`--max-memory`, `--max-cpu-seconds`).
+//! scheduling priority below the VM's, offers itself first to the OOM killer
+//! and applies the address-space and CPU-time limits it was started with
+//! (`--max-memory`, `--max-cpu-seconds`).
 
 use std::collections::HashMap;
 use std::io::{self, BufWriter, Read, Write};
@@ -227,6 +229,10 @@ fn dispatch(
         });
         return Ok(());
     }
+    if tag == "live_sessions" {
+        answer(id, frames, session::live_sessions().into());
+        return Ok(());
+    }
     if tag == "exec_once" {
         session::exec_once_job(arg(items, 2)?, reply_to(id, frames));
         return Ok(());
@@ -289,6 +295,9 @@ mod os {
         if let Some(bytes) = max_memory {
             set_limit(libc::RLIMIT_AS, bytes);
         }
+        // When the machine runs out of memory, the kernel should end a
+        // worker, never the VM.
+        let _ = std::fs::write("/proc/self/oom_score_adj", "1000");
         if let Some(seconds) = max_cpu_seconds {
             set_limit(libc::RLIMIT_CPU, seconds);
         }

@@ -218,15 +218,18 @@ fn dispatch(
     if tag == "new" {
         let sid: u64 = arg(items, 2)?;
         let config = SessionConfig::from_value(items.get(3).ok_or("missing config")?)?;
-        let (sessions, reply) = (Arc::clone(sessions), reply_to(id, frames));
-        // Building may touch host directories: off the reading thread.
-        runtime::spawn_blocking(move || match Session::new(config) {
+        // Built on the reading thread, so that requests for this session
+        // that follow it (a rebuild after a crash sends them back to back)
+        // find it. Building takes tens of microseconds, or as long as its
+        // `:files` and host mounts take to set up.
+        let reply = reply_to(id, frames);
+        match Session::new(config) {
             Ok(session) => {
                 sessions.lock().insert(sid, session);
                 reply.finish(&Value::ok());
             }
             Err(message) => reply.finish(&Value::error(message)),
-        });
+        }
         return Ok(());
     }
     if tag == "live_sessions" {

@@ -10,6 +10,7 @@ pub mod etf;
 mod value;
 
 // The session core both transports share.
+mod bombs;
 mod changes;
 mod error;
 mod errors;

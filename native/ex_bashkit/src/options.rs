@@ -202,6 +202,9 @@ pub fn build_bash(
             builder = builder.builtin(name, Box::new(builtin));
         }
     }
+    if !crate::runtime::in_worker() {
+        builder = builder.before_tool(Box::new(crate::bombs::refuse));
+    }
     builder = crate::python::register(builder, config);
     let mut bash = builder.build();
     crate::python::hide_opt_in(&mut bash, config);

@@ -56,10 +56,15 @@ pub fn set_worker_process() {
     IN_WORKER.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// Whether this process is a worker (`isolation: :process`).
+pub fn in_worker() -> bool {
+    IN_WORKER.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Whether the calling thread is a BEAM scheduler (normal or dirty): such
 /// a thread can neither send our messages nor afford to wait for Elixir.
 pub fn on_beam_thread() -> bool {
-    !IN_WORKER.load(std::sync::atomic::Ordering::Relaxed) && rustler::thread::is_scheduler_thread()
+    !in_worker() && rustler::thread::is_scheduler_thread()
 }
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
 

@@ -156,16 +156,21 @@ defmodule ExBashkit.Backend do
   @doc false
   # Sessions alive, in the node and in every worker (leak tests).
   @spec live_sessions() :: non_neg_integer()
-  def live_sessions do
-    in_workers =
-      for name <- WorkerPool.workers(), pid = Process.whereis(name), is_pid(pid) do
-        case Worker.call(pid, {:live_sessions}) do
-          n when is_integer(n) -> n
-          _ -> 0
-        end
-      end
+  def live_sessions, do: Native.live_sessions() + sum_over_workers({:live_sessions})
 
-    Native.live_sessions() + Enum.sum(in_workers)
+  @doc false
+  # Scripts running or queued, in the node and in every worker.
+  @spec running_scripts() :: non_neg_integer()
+  def running_scripts, do: Native.running_scripts() + sum_over_workers({:running_scripts})
+
+  defp sum_over_workers(request) do
+    for name <- WorkerPool.workers(), pid = Process.whereis(name), is_pid(pid), reduce: 0 do
+      sum ->
+        case Worker.call(pid, request) do
+          n when is_integer(n) -> sum + n
+          _ -> sum
+        end
+    end
   end
 
   @doc false

@@ -31,6 +31,7 @@ defmodule ExBashkit.Native do
   def exec_once(_script, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def session_info(_session), do: :erlang.nif_error(:nif_not_loaded)
   def live_sessions, do: :erlang.nif_error(:nif_not_loaded)
+  def running_scripts, do: :erlang.nif_error(:nif_not_loaded)
   def callback_reply(_call_id, _answer), do: :erlang.nif_error(:nif_not_loaded)
   def session_cancel(_session), do: :erlang.nif_error(:nif_not_loaded)
   def session_cancel_exec(_session, _id), do: :erlang.nif_error(:nif_not_loaded)

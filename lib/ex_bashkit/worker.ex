@@ -18,7 +18,8 @@ defmodule ExBashkit.Worker do
 
   What it guarantees:
 
-    * **Caller death** cancels the caller's execs in the worker.
+    * **Caller death** cancels the caller's execs in the worker (one-shot
+      `ExBashkit.exec/1` ones too).
     * **Deadlines.** An exec with a timeout (per call, or the session's
       `limits: [timeout_ms: ...]`) is answered at its deadline (plus
       `200 ms`) even if the interpreter never reaches a command boundary;
@@ -181,9 +182,11 @@ defmodule ExBashkit.Worker do
         cancel_timer(route)
         # Nobody will read the answer: stop the script.
         state =
-          if route.kind == :exec,
-            do: send_frame(state, {:cancel_exec, route.sid, id}),
-            else: state
+          case route.kind do
+            :exec -> send_frame(state, {:cancel_exec, route.sid, id})
+            :exec_once -> send_frame(state, {:cancel_once, id})
+            _ -> state
+          end
 
         {:noreply, state}
     end
@@ -242,7 +245,9 @@ defmodule ExBashkit.Worker do
 
   defp route(state, pid, ref, id, request, meta) do
     kind = elem(request, 0)
-    sid = if kind in [:exec_once, :live_sessions], do: nil, else: elem(request, 1)
+
+    sid =
+      if kind in [:exec_once, :live_sessions, :running_scripts], do: nil, else: elem(request, 1)
 
     cond do
       kind != :new and Map.has_key?(state.lost, sid) ->

@@ -96,13 +96,32 @@ where
     drop(runtime().spawn(future));
 }
 
+/// Scripts submitted and not yet ended (observability: tests, benchmarks).
+static RUNNING: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many scripts are running or waiting for a thread right now.
+pub fn running_scripts() -> u64 {
+    RUNNING.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Run a script's `future` on a thread of its own, detached.
 pub fn spawn_script<F>(future: F)
 where
     F: Future<Output = ()> + Send + 'static,
 {
+    use std::sync::atomic::Ordering;
+    RUNNING.fetch_add(1, Ordering::Relaxed);
     let handle = runtime().handle().clone();
-    drop(runtime().spawn_blocking(move || handle.block_on(future)));
+    drop(runtime().spawn_blocking(move || {
+        handle.block_on(future);
+        RUNNING.fetch_sub(1, Ordering::Relaxed);
+    }));
+}
+
+/// `running_scripts/0` for the node's own scripts.
+#[rustler::nif(name = "running_scripts")]
+fn running_scripts_nif() -> u64 {
+    running_scripts()
 }
 
 /// Run `job` on a thread of the blocking pool, detached (work that blocks:

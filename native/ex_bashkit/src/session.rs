@@ -271,18 +271,32 @@ pub fn exec(
 }
 
 /// Run `script` in a fresh default interpreter (`ExBashkit.exec/1`).
-pub fn exec_once_job(script: String, reply: ReplyTo) {
+/// `ticket` cancels it (its caller died); `on_end` runs once it is over.
+pub fn exec_once_job(
+    script: String,
+    ticket: Arc<ExecTicket>,
+    reply: ReplyTo,
+    on_end: Option<Box<dyn FnOnce() + Send>>,
+) {
     runtime::spawn_script(async move {
         // The interpreter is dropped only after the answer is sent: tearing
         // it down takes ~10 µs that the caller need not wait for.
         let mut used = None;
+        let interrupt = Interrupt::new();
         let outcome = guard::catch_future(async {
-            match options::build_bash(&SessionConfig::default(), None, None) {
-                Ok(bash) => ExecOutcome::plain(used.insert(bash).exec(&script).await),
+            match options::build_bash(&SessionConfig::default(), None, Some(&interrupt)) {
+                Ok(bash) => {
+                    let bash = used.insert(bash);
+                    ticket.start(bash.cancellation_token(), Arc::clone(&interrupt));
+                    ExecOutcome::new(bash.exec(&script).await, None, &ticket, None)
+                }
                 Err(message) => ExecOutcome::Error(message),
             }
         })
         .await;
+        if let Some(on_end) = on_end {
+            on_end();
+        }
         reply.finish(&outcome.unwrap_or_else(ExecOutcome::panicked));
         drop(used);
     });
@@ -295,13 +309,6 @@ pub enum ExecOutcome {
 }
 
 impl ExecOutcome {
-    fn plain(result: bashkit::Result<ExecResult>) -> Self {
-        match result {
-            Ok(result) => ExecOutcome::Ok(Box::new(result), None),
-            Err(error) => ExecOutcome::Error(errors::describe(&error)),
-        }
-    }
-
     fn new(
         result: bashkit::Result<ExecResult>,
         changes: Option<Changes>,
@@ -537,10 +544,35 @@ fn session_exec(
     Ok(id)
 }
 
+/// A one-shot exec (`ExBashkit.exec/1`) as the node tracks it: whose caller
+/// dying cancels it.
+pub struct OneShotResource {
+    ticket: Arc<ExecTicket>,
+}
+
+#[rustler::resource_impl]
+impl rustler::Resource for OneShotResource {
+    fn down<'a>(&'a self, _env: Env<'a>, _pid: LocalPid, _monitor: Monitor) {
+        self.ticket.cancel();
+    }
+}
+
 /// `ExBashkit.exec/1`: answered by message like `session_exec`.
 #[rustler::nif]
-fn exec_once(script: String, pid: LocalPid, reference: Term) -> rustler::Atom {
-    exec_once_job(script, ReplyTo::new(Caller::process(pid, reference)));
+fn exec_once(env: Env, script: String, pid: LocalPid, reference: Term) -> rustler::Atom {
+    let ticket = ExecTicket::new();
+    let tracker = ResourceArc::new(OneShotResource {
+        ticket: Arc::clone(&ticket),
+    });
+    let monitor = tracker.monitor(Some(env), &pid);
+    // The job holds the tracker (and so the monitor) until it ends.
+    let on_end = Box::new(move || {
+        if let Some(monitor) = monitor {
+            tracker.demonitor(None, &monitor);
+        }
+    });
+    let reply = ReplyTo::new(Caller::process(pid, reference));
+    exec_once_job(script, ticket, reply, Some(on_end));
     rustler::types::atom::ok()
 }
 

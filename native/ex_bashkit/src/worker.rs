@@ -13,10 +13,11 @@
 //! {:new, id, sid, config}          {:drop, sid}
 //! {:exec, id, sid, script, call}   {:exec_once, id, script}
 //! {:cancel, id, sid}               {:cancel_exec, sid, exec_id}
+//! {:cancel_once, id}
 //! {:state, id, sid}                {:reset, id, sid}
 //! {:snapshot, id, sid, request}    {:restore, id, sid, bytes, key}
 //! {:fs, id, sid, request}          {:info, id, sid}
-//! {:live_sessions, id}
+//! {:live_sessions, id}            {:running_scripts, id}
 //! {:callback_reply, call_id, answer}
 //! ```
 //!
@@ -47,6 +48,7 @@ use crate::runtime::{self, RuntimeConfig};
 use crate::session::{self, ExecCallOptions, Session};
 use crate::snapshot::{self, SnapshotRequest};
 use crate::value::{Bytes, FromValue, Value};
+use crate::watchdog::ExecTicket;
 use crate::{etf, fs_api};
 
 /// Frames larger than this are refused (a snapshot or file of a session is
@@ -54,6 +56,10 @@ use crate::{etf, fs_api};
 const MAX_FRAME: usize = 1 << 30;
 
 type Sessions = Arc<Mutex<HashMap<u64, Arc<Session>>>>;
+
+/// One-shot execs (`{:exec_once, ...}`) by id, for `{:cancel_once, id}`.
+static ONE_SHOTS: std::sync::LazyLock<Mutex<HashMap<u64, std::sync::Weak<ExecTicket>>>> =
+    std::sync::LazyLock::new(|| Mutex::new(HashMap::new()));
 
 /// Limits the worker applies to itself, from its command line.
 #[derive(Debug, Default)]
@@ -188,6 +194,15 @@ fn handle(request: Value, sessions: &Sessions, frames: &Sender<Vec<u8>>) {
             }
             return;
         }
+        "cancel_once" => {
+            if let Ok(id) = arg::<u64>(items, 1) {
+                let ticket = ONE_SHOTS.lock().get(&id).and_then(std::sync::Weak::upgrade);
+                if let Some(ticket) = ticket {
+                    ticket.cancel();
+                }
+            }
+            return;
+        }
         "callback_reply" => {
             if let (Ok(call_id), Some(value)) = (arg::<u64>(items, 1), items.get(2)) {
                 let answer = callbacks::decode_answer(value).unwrap_or_else(|| {
@@ -236,8 +251,17 @@ fn dispatch(
         answer(id, frames, session::live_sessions().into());
         return Ok(());
     }
+    if tag == "running_scripts" {
+        answer(id, frames, runtime::running_scripts().into());
+        return Ok(());
+    }
     if tag == "exec_once" {
-        session::exec_once_job(arg(items, 2)?, reply_to(id, frames));
+        let ticket = ExecTicket::new();
+        ONE_SHOTS.lock().insert(id, Arc::downgrade(&ticket));
+        let on_end = Box::new(move || {
+            ONE_SHOTS.lock().remove(&id);
+        });
+        session::exec_once_job(arg(items, 2)?, ticket, reply_to(id, frames), Some(on_end));
         return Ok(());
     }
     let sid: u64 = arg(items, 2)?;

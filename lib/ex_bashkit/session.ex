@@ -1012,7 +1012,7 @@ defmodule ExBashkit.Session do
 
       iex> session = ExBashkit.Session.new()
       iex> ExBashkit.Session.exec!(session, "echo hi").stdout
-      "hi\n"
+      "hi\\n"
   """
   @spec exec!(t(), String.t(), [exec_option()]) :: Result.t()
   def exec!(session, script, opts \\ []), do: bang!(exec(session, script, opts))

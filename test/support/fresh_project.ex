@@ -76,7 +76,11 @@ defmodule ExBashkit.Test.FreshProject do
         :stderr_to_stdout,
         args: args,
         cd: dir,
-        env: for({k, v} <- env, do: {String.to_charlist(k), v && String.to_charlist(v)})
+        env:
+          for(
+            {k, v} <- env,
+            do: {String.to_charlist(k), if(v, do: String.to_charlist(v), else: false)}
+          )
       ])
 
     {:os_pid, os_pid} = Port.info(port, :os_pid)

@@ -63,11 +63,12 @@ defmodule ExBashkit.Test.FreshProject do
   def mix(dir, args, opts \\ []) do
     mix = System.find_executable("mix") || raise "mix not on PATH"
 
-    env =
-      Enum.map(@unset, &{&1, nil}) ++
-        [{"MIX_ENV", Keyword.get(opts, :mix_env, "prod")}] ++
+    given =
+      [{"MIX_ENV", Keyword.get(opts, :mix_env, "prod")}] ++
         if(opts[:path], do: [{"PATH", opts[:path]}], else: []) ++
         Keyword.get(opts, :env, [])
+
+    env = for(name <- @unset, not List.keymember?(given, name, 0), do: {name, nil}) ++ given
 
     port =
       Port.open({:spawn_executable, mix}, [

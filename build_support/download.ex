@@ -108,7 +108,13 @@ defmodule ExBashkit.Build.Download do
         _ -> nil
       end)
 
-    text = if is_atom(reason), do: :inet.format_error(reason), else: inspect(reason)
+    text =
+      case reason do
+        {:tls_alert, {kind, message}} -> "TLS #{kind}: #{message |> to_string() |> String.trim()}"
+        reason when is_atom(reason) -> :inet.format_error(reason)
+        reason -> inspect(reason)
+      end
+
     "cannot connect (#{text})"
   end
 

@@ -24,7 +24,8 @@ defmodule ExBashkit.MixProject do
       aliases: aliases(),
       # PropEr (Debian's erlang-proper) is a test-only requirement, called from
       # test/support; it is not a runtime dependency of the library.
-      xref: [exclude: [:proper, :proper_types, :proper_gen, :proper_unicode]]
+      # :ssl / :public_key: the test HTTPS server (test/support), likewise.
+      xref: [exclude: [:proper, :proper_types, :proper_gen, :proper_unicode, :ssl, :public_key]]
     ]
   end
 

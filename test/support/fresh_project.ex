@@ -34,25 +34,32 @@ defmodule ExBashkit.Test.FreshProject do
   end
 
   @doc """
-  A PATH with no `cargo` on it: the current PATH without the directories
-  that hold one, plus a directory of links to `elixir`, `mix` and `erl` in
-  case those shared a directory with cargo.
+  A PATH with no `cargo` on it: the current PATH, where each directory that
+  holds a cargo is replaced by a mirror of it (symlinks) without cargo, so
+  that whatever else lives there (/usr/bin on a merged-/usr system with
+  Debian's cargo) stays reachable.
   """
   def path_without_cargo(scratch) do
-    dirs =
-      System.get_env("PATH", "")
-      |> String.split(":", trim: true)
-      |> Enum.reject(&File.exists?(Path.join(&1, "cargo")))
+    System.get_env("PATH", "")
+    |> String.split(":", trim: true)
+    |> Enum.with_index()
+    |> Enum.map_join(":", fn {dir, i} ->
+      if File.exists?(Path.join(dir, "cargo")),
+        do: mirror_without_cargo(dir, scratch, i),
+        else: dir
+    end)
+  end
 
-    links = Path.join(scratch, "bin-without-cargo")
-    File.mkdir_p!(links)
+  defp mirror_without_cargo(dir, scratch, i) do
+    mirror = Path.join(scratch, "path-#{i}-without-cargo")
+    File.rm_rf!(mirror)
+    File.mkdir_p!(mirror)
 
-    for tool <- ~w(elixir mix erl), exe = System.find_executable(tool) do
-      File.rm(Path.join(links, tool))
-      File.ln_s!(exe, Path.join(links, tool))
-    end
+    for name <- File.ls!(dir),
+        name != "cargo",
+        do: File.ln_s!(Path.join(dir, name), Path.join(mirror, name))
 
-    Enum.join(dirs ++ [links], ":")
+    mirror
   end
 
   @doc """

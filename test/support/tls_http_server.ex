@@ -46,7 +46,9 @@ defmodule ExBashkit.Test.TlsHttpServer do
     {:ok, listen} =
       :ssl.listen(
         0,
-        [ip: {127, 0, 0, 1}, mode: :binary, active: false, reuseaddr: true] ++ server_opts
+        # Refused handshakes are what the tests provoke: not worth a log line.
+        [ip: {127, 0, 0, 1}, mode: :binary, active: false, reuseaddr: true, log_level: :none] ++
+          server_opts
       )
 
     {:ok, {_, port}} = :ssl.sockname(listen)

@@ -86,16 +86,23 @@ defmodule ExBashkit.Precompiled.DownloadTest do
     write_sums(ctx, %{ctx.name => "sha256:" <> ctx.hex})
     refute :os.find_executable(~c"cargo", String.to_charlist(ctx.no_cargo))
 
+    # Both native parts run: the worker executable (isolation: :process)
+    # and the NIF library (isolation: :in_node).
     script = ~S"""
-    {:ok, result} = ExBashkit.exec("echo \"precompiled $((6 * 7))\"")
-    IO.puts("exec: " <> inspect(result.stdout))
+    for isolation <- [:process, :in_node] do
+      session = ExBashkit.Session.new(isolation: isolation)
+      {:ok, result} = ExBashkit.Session.exec(session, "echo \"precompiled $((6 * 7))\"")
+      IO.puts("#{isolation}: " <> inspect(result.stdout))
+    end
+
     IO.puts("priv: " <> List.to_string(:code.priv_dir(:ex_bashkit)))
     """
 
     {output, status} = run(ctx, "/good", ["run", "-e", script])
 
     assert status == 0, output
-    assert output =~ ~s(exec: "precompiled 42\\n")
+    assert output =~ ~s(process: "precompiled 42\\n")
+    assert output =~ ~s(in_node: "precompiled 42\\n")
     assert output =~ "priv: #{ctx.dir}"
     assert_received {:http_request, _, "GET", "/good/" <> _}
 

@@ -1,7 +1,7 @@
 defmodule ExBashkit.Test.FreshProject do
   @moduledoc false
   # A fresh copy of this project's sources in a temporary directory (mix.exs,
-  # lib/, build_support/, the crate's Cargo.toml/Cargo.lock/src, priv/native/.gitkeep;
+  # config/, lib/, build_support/, the crate's Cargo.toml/Cargo.lock/src, priv/native/.gitkeep;
   # never a cargo target dir or a _build), and `mix` run in it as a separate
   # OS process, the way a user's machine compiles the package.
   #
@@ -11,14 +11,14 @@ defmodule ExBashkit.Test.FreshProject do
   # Every run is bounded: past its timeout the mix process is killed and the
   # status is `:timeout`.
 
-  @sources ~w(mix.exs lib build_support native/ex_bashkit/Cargo.toml
+  @sources ~w(mix.exs config lib build_support native/ex_bashkit/Cargo.toml
               native/ex_bashkit/Cargo.lock native/ex_bashkit/src priv/native/.gitkeep)
 
   # Variables of the test run that must not leak into the fresh project's
   # build (a forced source build, build paths of this checkout, proxies).
   @unset ~w(EX_BASHKIT_BUILD EX_BASHKIT_BASE_URL EX_BASHKIT_CACHE_DIR EX_BASHKIT_CARGO_PROFILE
             CARGO_TARGET_DIR MIX_BUILD_PATH MIX_BUILD_ROOT MIX_DEPS_PATH MIX_EXS MIX_LOCKFILE
-            MIX_TARGET HTTP_PROXY HTTPS_PROXY http_proxy https_proxy)
+            MIX_TARGET EX_BASHKIT_ISOLATION HTTP_PROXY HTTPS_PROXY http_proxy https_proxy)
 
   @doc "Copies the project's sources from `root` into a new temporary directory."
   def copy!(root) do

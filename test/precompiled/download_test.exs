@@ -183,6 +183,30 @@ defmodule ExBashkit.Precompiled.DownloadTest do
     assert_nothing_installed(ctx)
   end
 
+  test "mix ex_bashkit.checksum writes the whole file from what the server has", ctx do
+    sums = Path.join(ctx.dir, "all-sums.exs")
+
+    args = [
+      "ex_bashkit.checksum",
+      "--base-url",
+      ctx.server.url <> "/good",
+      "--checksum-file",
+      sums
+    ]
+
+    # Only this host's artifact is on the server: every other target is missing.
+    {output, status} = FreshProject.mix(ctx.dir, args, path: ctx.no_cargo)
+    assert status != 0
+    assert output =~ "HTTP 404"
+    assert output =~ "Nothing was written"
+    refute File.exists?(sums)
+
+    {output, status} = FreshProject.mix(ctx.dir, args ++ ["--ignore-missing"], path: ctx.no_cargo)
+    assert status == 0, output
+    assert {%{} = written, _} = Code.eval_file(sums)
+    assert written == %{ctx.name => "sha256:" <> ctx.hex}
+  end
+
   describe "with cargo on PATH" do
     # A `cargo` that records how it was called and fails: enough to prove
     # the source build was chosen, without rebuilding bashkit in the copy.

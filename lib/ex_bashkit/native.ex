@@ -50,4 +50,7 @@ defmodule ExBashkit.Native do
     do: :erlang.nif_error(:nif_not_loaded)
 
   def session_new_inline(_config), do: :erlang.nif_error(:nif_not_loaded)
+
+  # The interactive shell's parser check (native/ex_bashkit/src/parse.rs).
+  def parse_status(_script), do: :erlang.nif_error(:nif_not_loaded)
 end

@@ -61,7 +61,7 @@ defmodule ExBashkit.Shell do
   """
 
   alias ExBashkit.{Result, Session}
-  alias ExBashkit.Shell.{Context, Meta, Output, Reader, Target}
+  alias ExBashkit.Shell.{Context, Meta, Output, Reader}
 
   @alive "__ex_bashkit_shell_alive__"
 
@@ -98,7 +98,11 @@ defmodule ExBashkit.Shell do
 
     ctx =
       if ctx.terminal,
-        do: Context.output(ctx, &Output.note(&1, "ExBashkit shell: %help for commands, Ctrl-D to leave\n")),
+        do:
+          Context.output(
+            ctx,
+            &Output.note(&1, "ExBashkit shell: %help for commands, Ctrl-D to leave\n")
+          ),
         else: ctx
 
     ctx |> loop() |> finish()
@@ -110,7 +114,11 @@ defmodule ExBashkit.Shell do
   defp target!(opts) when is_list(opts), do: Session.new(opts)
 
   defp target!(other),
-    do: raise(ArgumentError, "expected an ExBashkit.Session or Session.new/1 options, got: #{inspect(other)}")
+    do:
+      raise(
+        ArgumentError,
+        "expected an ExBashkit.Session or Session.new/1 options, got: #{inspect(other)}"
+      )
 
   defp context!(target, opts) do
     unless Keyword.keyword?(opts),
@@ -123,14 +131,20 @@ defmodule ExBashkit.Shell do
       other, _ctx -> raise ArgumentError, "invalid ExBashkit.Shell option: #{inspect(other)}"
     end)
     |> Context.refresh()
+    |> then(&if(&1.terminal, do: Context.identify(&1), else: &1))
   end
 
   defp base_context(target, opts) do
     terminal =
       case Keyword.get(opts, :terminal, :auto) do
-        :auto -> terminal?()
-        flag when is_boolean(flag) -> flag
-        other -> raise ArgumentError, "invalid ExBashkit.Shell option: #{inspect({:terminal, other})}"
+        :auto ->
+          terminal?()
+
+        flag when is_boolean(flag) ->
+          flag
+
+        other ->
+          raise ArgumentError, "invalid ExBashkit.Shell option: #{inspect({:terminal, other})}"
       end
 
     %Context{

@@ -36,22 +36,26 @@ defmodule ExBashkit.Shell.Context do
         }
 
   @doc """
-  Read the working directory (and, the first time, user and host names) back
-  from the target, for the prompt.
+  Ask the sandbox who and where it is (`whoami`, `hostname`) for the prompt.
+  One exec, run once when a terminal shell starts.
   """
-  @spec refresh(t()) :: t()
-  def refresh(%__MODULE__{} = ctx) do
-    state = Target.state(ctx.target)
-    vars = Map.merge(state.variables, state.env)
-    %{ctx | cwd: state.cwd, user: Map.get(vars, "USER", ctx.user), host: host(vars, ctx.host)}
-  end
+  @spec identify(t()) :: t()
+  def identify(%__MODULE__{} = ctx) do
+    case Target.exec(ctx.target, "whoami; hostname", timeout_ms: 5_000) do
+      {:ok, %{exit_code: 0, stdout: out}} ->
+        case String.split(out, "\n", trim: true) do
+          [user, host] -> %{ctx | user: user, host: host}
+          _ -> ctx
+        end
 
-  defp host(vars, default) do
-    case Map.get(vars, "HOSTNAME") do
-      nil -> default
-      name -> name
+      _ ->
+        ctx
     end
   end
+
+  @doc "Read the working directory back from the target, for the prompt."
+  @spec refresh(t()) :: t()
+  def refresh(%__MODULE__{} = ctx), do: %{ctx | cwd: Target.state(ctx.target).cwd}
 
   @doc """
   The prompt: `user@host:cwd$ ` in a terminal, nothing when piped.

@@ -49,7 +49,7 @@ defmodule ExBashkit.Shell.Meta do
 
   defp command("reset", nil, ctx) do
     case Target.reset(ctx.target) do
-      :ok -> %{Context.refresh(ctx) | last_changes: nil, last_exit: 0} |> say("session reset\n")
+      :ok -> %{Context.refresh(ctx) | last_changes: nil, last_exit: 0} |> done("session reset\n")
       {:error, message} -> fail(ctx, "%reset: " <> message)
     end
   end
@@ -57,7 +57,7 @@ defmodule ExBashkit.Shell.Meta do
   defp command("snapshot", file, ctx) when is_binary(file) do
     with {:ok, bytes} <- Target.snapshot(ctx.target, key_opt(ctx)),
          :ok <- write(file, bytes) do
-      say(ctx, "snapshot written to #{file} (#{byte_size(bytes)} bytes#{sealed(ctx)})\n")
+      done(ctx, "snapshot written to #{file} (#{byte_size(bytes)} bytes#{sealed(ctx)})\n")
     else
       {:error, message} -> fail(ctx, "%snapshot: " <> message)
     end
@@ -66,7 +66,7 @@ defmodule ExBashkit.Shell.Meta do
   defp command("restore", file, ctx) when is_binary(file) do
     with {:ok, bytes} <- read(file),
          :ok <- Target.restore(ctx.target, bytes, key_opt(ctx)) do
-      %{Context.refresh(ctx) | last_changes: nil} |> say("restored #{file}\n")
+      %{Context.refresh(ctx) | last_changes: nil} |> done("restored #{file}\n")
     else
       {:error, message} -> fail(ctx, "%restore: " <> message)
     end
@@ -78,7 +78,7 @@ defmodule ExBashkit.Shell.Meta do
 
   defp command("timeout", ms, ctx) when is_binary(ms) do
     case Integer.parse(ms) do
-      {n, ""} when n >= 1 -> %{ctx | timeout_ms: n} |> say("timeout: #{n} ms\n")
+      {n, ""} when n >= 1 -> %{ctx | timeout_ms: n} |> done("timeout: #{n} ms\n")
       _ -> usage(ctx, "%timeout takes a positive number of milliseconds, got: #{ms}")
     end
   end
@@ -90,6 +90,11 @@ defmodule ExBashkit.Shell.Meta do
   defp command(name, _arg, ctx), do: usage(ctx, "unknown meta-command %#{name}")
 
   defp say(ctx, text), do: Context.output(ctx, &Output.note(&1, text))
+
+  # A confirmation ("session reset"): only in a terminal; piped, the output
+  # is what was asked for.
+  defp done(%Context{terminal: false} = ctx, _text), do: ctx
+  defp done(ctx, text), do: say(ctx, text)
   defp fail(ctx, message), do: Context.output(ctx, &Output.error(&1, message))
   defp usage(ctx, message), do: fail(ctx, message <> " (%help lists them)")
 
@@ -122,7 +127,10 @@ defmodule ExBashkit.Shell.Meta do
       "env:\n",
       lines(Enum.sort(state.env), fn {k, v} -> "  #{k}=#{v}\n" end),
       "functions:",
-      if(state.functions == [], do: " (none)", else: [" " | Enum.intersperse(state.functions, " ")]),
+      if(state.functions == [],
+        do: " (none)",
+        else: [" " | Enum.intersperse(state.functions, " ")]
+      ),
       "\naliases:\n",
       lines(Enum.sort(state.aliases), fn {k, v} -> "  alias #{k}=#{inspect(v)}\n" end)
     ]

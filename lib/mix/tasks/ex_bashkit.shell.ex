@@ -76,14 +76,13 @@ defmodule Mix.Tasks.ExBashkit.Shell do
   end
 
   defp new_session(opts) do
-    session_opts =
-      [
-        mounts: opts |> Keyword.get_values(:mount) |> Enum.map(&mount!/1),
-        allow_net: Keyword.get_values(opts, :allow_net),
-        python: Keyword.get(opts, :python, false),
-        # The shell's own per-command timeout governs (`--timeout`, `%timeout`).
-        limits: [timeout_ms: 7 * 24 * 3_600_000]
-      ]
+    session_opts = [
+      mounts: opts |> Keyword.get_values(:mount) |> Enum.map(&mount!/1),
+      allow_net: Keyword.get_values(opts, :allow_net),
+      python: Keyword.get(opts, :python, false),
+      # The shell's own per-command timeout governs (`--timeout`, `%timeout`).
+      limits: [timeout_ms: 7 * 24 * 3_600_000]
+    ]
 
     ExBashkit.Session.new(session_opts)
   rescue

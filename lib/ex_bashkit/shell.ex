@@ -52,12 +52,12 @@ defmodule ExBashkit.Shell do
   ## How `exit` is seen
 
   bashkit's `exit` ends the script it runs in, not the session. So that the
-  shell ends when a command runs `exit`, an input that contains the word
-  `exit` is run with one more line after it which reports `$?` on stderr
-  under a marker; the shell hides that line. When the marker does not come
-  back, the input stopped early: by `exit` (or `set -e`, which ends an
-  interactive bash too), and the shell ends with that status. Inputs without
-  the word run exactly as typed.
+  shell ends when a command runs `exit` (typed, in a function, in a sourced
+  file), each input that parses is run with one more line after its own
+  which reports `$?` on stderr under a marker; the shell hides that line
+  (and its `set -x` trace). When the marker does not come back, the input
+  stopped before its end, by `exit`, and the shell ends with that status.
+  The extra line counts as one command against the session's `:limits`.
   """
 
   alias ExBashkit.{Result, Session}
@@ -174,11 +174,11 @@ defmodule ExBashkit.Shell do
           {:halt, ctx} -> {:halt, ctx}
         end
 
-      {:script, text} ->
+      {kind, text} ->
         if String.trim(text) == "" do
           loop(ctx)
         else
-          case run(ctx, text) do
+          case run(ctx, text, kind == :script) do
             {:cont, ctx} -> ctx |> before_prompt() |> loop()
             {:exit, ctx} -> {:halt, ctx}
           end
@@ -200,9 +200,10 @@ defmodule ExBashkit.Shell do
   defp before_prompt(%Context{terminal: false} = ctx), do: ctx
   defp before_prompt(ctx), do: Context.output(ctx, &Output.fresh_line/1)
 
-  # Run one input; `{:exit, ctx}` when it ran `exit`.
-  defp run(ctx, text) do
-    watch_exit = mentions_exit?(text)
+  # Run one input; `{:exit, ctx}` when it ran `exit`. Only input that
+  # parses gets the marker line: bashkit runs the lines before a syntax error
+  # and then stops, which must not read as `exit`.
+  defp run(ctx, text, watch_exit) do
     script = if watch_exit, do: with_alive_marker(text), else: text
     opts = [timeout_ms: ctx.timeout_ms, track_changes: true]
     {answer, output} = Output.exec(ctx.output, ctx.target, script, opts)
@@ -223,8 +224,6 @@ defmodule ExBashkit.Shell do
   end
 
   defp show_status(ctx, status), do: Context.output(ctx, &Output.note(&1, "[exit #{status}]\n"))
-
-  defp mentions_exit?(text), do: Regex.match?(~r/\bexit\b/, text)
 
   # One more line, after the input's own lines, reporting `$?`.
   defp with_alive_marker(text) do

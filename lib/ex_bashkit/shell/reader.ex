@@ -11,17 +11,21 @@ defmodule ExBashkit.Shell.Reader do
 
   alias ExBashkit.Native
 
-  @typedoc "One input: a meta-command line (`%...`), script text, or end of input."
-  @type input :: {:meta, String.t()} | {:script, String.t()} | :eof
+  @typedoc """
+  One input: a meta-command line (`%...`), a complete command, text the
+  parser refuses (a syntax error, or input that ended inside a construct),
+  or end of input.
+  """
+  @type input :: {:meta, String.t()} | {:script, String.t()} | {:invalid, String.t()} | :eof
 
   @doc """
   Read one input from `device`, writing `prompt` before the first line and
   `continuation` before each further line of an unfinished command.
 
   A line whose first non-blank character is `%`, typed at the first prompt,
-  is a meta-command. At end of input inside an unfinished command the text
-  read so far is returned as a script: running it reports the error, as bash
-  does.
+  is a meta-command. A syntax error, or end of input inside an unfinished
+  command, gives `{:invalid, text}`: running it reports the error in
+  bashkit's words, as bash does.
   """
   @spec read(IO.device(), IO.chardata(), IO.chardata()) :: input()
   def read(device, prompt, continuation) do
@@ -37,11 +41,18 @@ defmodule ExBashkit.Shell.Reader do
   end
 
   defp more(device, text, continuation) do
-    with :incomplete <- status(text),
-         line when is_binary(line) <- get_line(device, continuation) do
-      more(device, text <> line, continuation)
-    else
-      _complete_error_or_eof -> {:script, text}
+    case status(text) do
+      :complete ->
+        {:script, text}
+
+      {:error, _} ->
+        {:invalid, text}
+
+      :incomplete ->
+        case get_line(device, continuation) do
+          :eof -> {:invalid, text}
+          line -> more(device, text <> line, continuation)
+        end
     end
   end
 

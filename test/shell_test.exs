@@ -197,7 +197,8 @@ defmodule ExBashkit.ShellTest do
       session = Session.new(files: %{"/keep.txt" => "a", "/gone.txt" => "b"})
 
       input =
-        "%changes\necho new > /new.txt; echo more >> /keep.txt; rm /gone.txt\n%changes\ntrue\n%changes\n"
+        "%changes\necho @@\necho new > /new.txt; echo more >> /keep.txt; rm /gone.txt\n" <>
+          "%changes\necho @@\n%changes\n"
 
       {out, _, _} = piped(session, input)
 

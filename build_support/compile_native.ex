@@ -11,6 +11,8 @@ defmodule Mix.Tasks.Compile.ExBashkitNative do
     place: a VM that has the old file loaded could crash if its mapped pages
     changed underneath it.
   - Set `EX_BASHKIT_CARGO_PROFILE=debug` for a faster-to-build debug library.
+  - cargo's output goes to stderr, so that a task's stdout (`mix ex_bashkit.shell`
+    piped) carries only what the task prints.
   """
 
   use Mix.Task.Compiler
@@ -28,7 +30,7 @@ defmodule Mix.Tasks.Compile.ExBashkitNative do
       ["build", "--manifest-path", manifest] ++
         if(profile == "release", do: ["--release"], else: [])
 
-    case System.cmd(cargo, args, into: IO.stream(:stdio, :line), stderr_to_stdout: true) do
+    case System.cmd(cargo, args, into: IO.stream(:standard_error, :line), stderr_to_stdout: true) do
       {_, 0} -> :ok
       {_, code} -> Mix.raise("cargo build failed (exit #{code})")
     end

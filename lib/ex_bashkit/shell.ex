@@ -219,7 +219,7 @@ defmodule ExBashkit.Shell do
 
       {:error, message} ->
         ctx = %{ctx | last_exit: 1, last_changes: :unknown}
-        {:cont, ctx |> Context.output(&Output.error(&1, message <> "\n")) |> Context.refresh()}
+        {:cont, ctx |> Context.output(&Output.error(&1, message)) |> Context.refresh()}
     end
   end
 

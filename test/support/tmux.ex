@@ -29,16 +29,22 @@ defmodule ExBashkit.Test.Tmux do
     t
   end
 
-  @doc "The pane's text, scrollback included, wrapped lines joined; `escapes: true` keeps colors."
+  @doc """
+  The pane's text, scrollback included, wrapped lines joined, ending with
+  one newline; `escapes: true` keeps colors. tmux drops the blanks at the
+  end of a row: a prompt `> ` reads as `>`.
+  """
   def screen(t, opts \\ []) do
     args = ["capture-pane", "-p", "-J", "-S", "-"] ++ if(opts[:escapes], do: ["-e"], else: [])
     {text, 0} = tmux(t, args)
-    text
+    # The pane's empty rows below the cursor are not output.
+    String.replace(text, ~r/\n+\z/, "\n")
   end
 
   @doc """
-  Wait (up to `timeout` ms) until the screen matches `pattern` (a string or
-  a regex); returns the screen. Fails the test with the screen otherwise.
+  Wait (up to `timeout` ms) until the screen matches `pattern` (a string, a
+  regex, or a function of the screen returning a boolean); returns the
+  screen. Fails the test with the screen otherwise.
   """
   def wait_for(t, pattern, timeout \\ 15_000, opts \\ []) do
     deadline = System.monotonic_time(:millisecond) + timeout
@@ -49,7 +55,7 @@ defmodule ExBashkit.Test.Tmux do
     text = screen(t, opts)
 
     cond do
-      text =~ pattern ->
+      matches?(text, pattern) ->
         text
 
       System.monotonic_time(:millisecond) > deadline ->
@@ -60,6 +66,9 @@ defmodule ExBashkit.Test.Tmux do
         poll(t, pattern, deadline, opts)
     end
   end
+
+  defp matches?(text, fun) when is_function(fun, 1), do: fun.(text)
+  defp matches?(text, pattern), do: text =~ pattern
 
   defp tmux(%__MODULE__{socket: socket}, args) do
     System.cmd("tmux", ["-L", socket | args],

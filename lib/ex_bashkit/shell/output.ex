@@ -9,8 +9,8 @@ defmodule ExBashkit.Shell.Output do
   valid UTF-8 is written with each invalid byte replaced by U+FFFD: the
   terminal devices take text.
 
-  `exec/4` runs the script in a linked task and prints each chunk the moment
-  it arrives (`:stream_to`), so a long command's output appears while it
+  `exec/4` runs the script in a process of its own and prints each chunk the
+  moment it arrives (`:stream_to`), so a long command's output appears while it
   runs, then returns the full result.
   """
 
@@ -35,25 +35,38 @@ defmodule ExBashkit.Shell.Output do
   def exec(%__MODULE__{} = out, target, script, opts) do
     tag = make_ref()
     parent = self()
-    task = Task.async(fn -> Target.exec(target, script, [{:stream_to, {parent, tag}} | opts]) end)
-    pump(out, task, tag)
+
+    # Unlinked and rescued: whatever the exec does, the shell goes on.
+    {_pid, monitor} =
+      spawn_monitor(fn ->
+        answer =
+          try do
+            Target.exec(target, script, [{:stream_to, {parent, tag}} | opts])
+          rescue
+            e -> {:error, Exception.message(e)}
+          end
+
+        send(parent, {tag, :answer, answer})
+      end)
+
+    pump(out, monitor, tag)
   end
 
-  # The task sends its output messages before its reply, from one process:
-  # every chunk is written before the reply is seen.
-  defp pump(out, %Task{ref: ref} = task, tag) do
+  # The exec process sends its output messages before its answer: every
+  # chunk is written before the answer is seen.
+  defp pump(out, monitor, tag) do
     receive do
       {^tag, {:stdout, chunk}} ->
-        pump(stdout(out, chunk), task, tag)
+        pump(stdout(out, chunk), monitor, tag)
 
       {^tag, {:stderr, chunk}} ->
-        pump(script_stderr(out, chunk), task, tag)
+        pump(script_stderr(out, chunk), monitor, tag)
 
-      {^ref, answer} ->
-        Process.demonitor(ref, [:flush])
+      {^tag, :answer, answer} ->
+        Process.demonitor(monitor, [:flush])
         {answer, out}
 
-      {:DOWN, ^ref, :process, _pid, reason} ->
+      {:DOWN, ^monitor, :process, _pid, reason} ->
         {{:error, "the exec failed: " <> Exception.format_exit(reason)}, out}
     end
   end

@@ -8,8 +8,8 @@ defmodule ExBashkit.Shell do
   on `ExBashkit.Session.new/1` options), which returns to iex when the shell
   ends:
 
-      iex> session = ExBashkit.Session.new(files: %{"/notes.txt" => "hi\\n"})
-      iex> ExBashkit.Shell.start(session)
+      session = ExBashkit.Session.new(files: %{"/notes.txt" => "hi\\n"})
+      ExBashkit.Shell.start(session)
       sandbox@bashkit-sandbox:/$ cat /notes.txt
       hi
       sandbox@bashkit-sandbox:/$ %exit
@@ -24,8 +24,13 @@ defmodule ExBashkit.Shell do
       parser decides (`ExBashkit.Shell.Reader.status/1`).
     * Output is written as the script produces it; stderr is red.
     * Line editing and history are whatever the VM's terminal driver offers:
-      inside iex, iex's line editor and its history; under `mix`, the
-      terminal's own line editing (erase, kill line, word erase).
+      inside iex, iex's line editor and its history (Up/Down); under `mix`,
+      the terminal's own line editing (erase, kill line, word erase), no
+      history on OTP 25.
+    * Ctrl-D on an empty line ends the shell under `mix`; inside iex on
+      OTP 25 the line editor does not turn Ctrl-D into end of input, so use
+      `exit` or `%exit` there. Ctrl-C is the VM's (the BREAK menu): bound
+      runaway commands with the timeout instead.
 
   ## Piped
 

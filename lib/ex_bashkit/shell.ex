@@ -22,7 +22,9 @@ defmodule ExBashkit.Shell do
     * While the input is an unfinished command (an open `for`, `if`, quote,
       `$(`, here-document, a trailing `\\`), the prompt is `> `. bashkit's own
       parser decides (`ExBashkit.Shell.Reader.status/1`).
-    * Output is written as the script produces it; stderr is red.
+    * Output is written as the script produces it; stderr is red (and goes
+      to the terminal through the same device as stdout, so the two keep
+      their order).
     * Line editing and history are whatever the VM's terminal driver offers:
       inside iex, iex's line editor and its history (Up/Down); under `mix`,
       the terminal's own line editing (erase, kill line, word erase), no
@@ -156,7 +158,11 @@ defmodule ExBashkit.Shell do
       target: target,
       terminal: terminal,
       key: env_key(),
-      output: %Output{color: terminal, hide: @alive}
+      output: %Output{
+        color: terminal,
+        hide: @alive,
+        stderr_device: if(terminal, do: :stdio, else: :standard_error)
+      }
     }
   end
 

@@ -4,8 +4,9 @@ defmodule ExBashkit.Shell.Output do
   and the shell's own messages.
 
   A script's stdout goes to standard output and its stderr to standard
-  error; in a terminal, stderr is shown in red and the shell's notes (a
-  non-zero exit code, meta-command results) in color too. Output that is not
+  error; in a terminal, both go to the terminal in the order they were
+  written, stderr in red, and the shell's notes (a non-zero exit code,
+  meta-command results) in color too. Output that is not
   valid UTF-8 is written with each invalid byte replaced by U+FFFD: the
   terminal devices take text.
 
@@ -16,14 +17,24 @@ defmodule ExBashkit.Shell.Output do
 
   alias ExBashkit.Shell.Target
 
-  defstruct color: false, at_line_start: true, hide: nil
+  defstruct color: false, at_line_start: true, hide: nil, stderr_device: :standard_error
 
   @typedoc """
   Output settings and state: `color` (ANSI colors on), `at_line_start`
-  (the last character written was a newline) and `hide` (lines of stderr
-  containing this string are the shell's own and are not shown).
+  (the last character written was a newline), `hide` (lines of stderr
+  containing this string are the shell's own and are not shown) and
+  `stderr_device` (where stderr goes).
+
+  In a terminal, stderr goes to the same device as stdout, in red: two
+  devices write through two ports, and the terminal could show a command's
+  stderr after the next prompt.
   """
-  @type t :: %__MODULE__{color: boolean(), at_line_start: boolean(), hide: String.t() | nil}
+  @type t :: %__MODULE__{
+          color: boolean(),
+          at_line_start: boolean(),
+          hide: String.t() | nil,
+          stderr_device: IO.device()
+        }
 
   @doc """
   Run `script` on `target` with `opts` (`ExBashkit.Session.exec/3` options),
@@ -91,7 +102,7 @@ defmodule ExBashkit.Shell.Output do
   @spec stderr(t(), iodata()) :: t()
   def stderr(out, data) do
     text = printable(data)
-    IO.write(:standard_error, paint(out, :red, text))
+    IO.write(out.stderr_device, paint(out, :red, text))
     track(out, text)
   end
 

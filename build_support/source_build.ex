@@ -36,7 +36,7 @@ defmodule ExBashkit.Build.SourceBuild do
         if(profile == "release", do: ["--release"], else: []) ++
         if(cross, do: ["--target", cross], else: [])
 
-    case System.cmd(cargo, args, into: IO.stream(:stdio, :line), stderr_to_stdout: true) do
+    case System.cmd(cargo, args, into: IO.stream(:standard_error, :line), stderr_to_stdout: true) do
       {_, 0} -> :ok
       {_, code} -> Mix.raise("cargo build failed (exit #{code})")
     end

@@ -49,4 +49,7 @@ defmodule ExBashkit.Native do
   # the watchdog's SIGKILL.
   def remote_session(_worker, _sid), do: :erlang.nif_error(:nif_not_loaded)
   def kill_os_process(_os_pid), do: :erlang.nif_error(:nif_not_loaded)
+
+  # The parser's verdict on an input: `:complete | :incomplete | {:error, msg}`.
+  def parse_status(_script), do: :erlang.nif_error(:nif_not_loaded)
 end

@@ -20,6 +20,7 @@ mod interrupt;
 mod mounts;
 mod net;
 mod options;
+mod parse;
 mod python;
 mod reply;
 mod runtime;

@@ -23,6 +23,7 @@ mod enif_stubs;
 mod errors;
 mod fs_api;
 mod guard;
+mod host_fs;
 mod interrupt;
 mod mounts;
 mod net;

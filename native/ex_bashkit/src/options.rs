@@ -174,6 +174,9 @@ pub fn build_bash(
         builder = builder.env(key, value);
     }
     builder = builder.network(crate::net::allowlist(config)?);
+    if let Some(guard) = crate::net::path_guard(config) {
+        builder = builder.before_http(guard);
+    }
     if let Some(interrupt) = interrupt {
         let sleep = InterruptibleSleep::new(Arc::clone(interrupt));
         builder = builder.builtin("sleep", Box::new(sleep));

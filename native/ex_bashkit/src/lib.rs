@@ -33,6 +33,7 @@ mod reply;
 mod runtime;
 mod session;
 mod snapshot;
+mod strict_commands;
 mod vfs;
 mod watchdog;
 

@@ -177,6 +177,9 @@ pub fn build_bash(
     if let Some(guard) = crate::net::path_guard(config) {
         builder = builder.before_http(guard);
     }
+    for (name, command) in crate::strict_commands::all() {
+        builder = builder.builtin(name, command);
+    }
     if let Some(interrupt) = interrupt {
         let sleep = InterruptibleSleep::new(Arc::clone(interrupt));
         builder = builder.builtin("sleep", Box::new(sleep));

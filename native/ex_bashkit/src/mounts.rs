@@ -14,10 +14,10 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bashkit::{Bash, FileSystem, PosixFs};
+use bashkit::{Bash, FileSystem, PosixFs, VfsEntry, VfsEntryKind, VfsSnapshot};
 
 use crate::host_fs::HostFs;
-use crate::options::MountSpec;
+use crate::options::{MountSpec, SessionConfig};
 
 /// One `:allowed_mount_paths` entry: as given, and canonical when it exists.
 struct AllowedPath {
@@ -74,6 +74,57 @@ pub async fn apply(
     Ok(())
 }
 
+/// Whether the sandbox path `path` lies in one of `config`'s host mounts
+/// (the mount point included).
+pub fn is_under(config: &SessionConfig, path: &str) -> bool {
+    let path = bashkit::normalize_path(Path::new(path));
+    config
+        .mounts
+        .iter()
+        .any(|mount| path.starts_with(bashkit::normalize_path(Path::new(&mount.vfs_path))))
+}
+
+/// Remove from the in-memory filesystem under `fs` every entry at or below
+/// a mount point of `config` (host mounts and `:virtual_fs` alike), where
+/// the mount hides it; a directory at a mount point itself stays. Returns
+/// how many entries went.
+pub fn drop_hidden_entries(
+    fs: &Arc<dyn FileSystem>,
+    config: &SessionConfig,
+) -> bashkit::Result<usize> {
+    let points: Vec<PathBuf> = config
+        .mounts
+        .iter()
+        .map(|m| m.vfs_path.as_str())
+        .chain(config.virtual_fs.iter().map(String::as_str))
+        .map(|p| bashkit::normalize_path(Path::new(p)))
+        .collect();
+    if points.is_empty() {
+        return Ok(0);
+    }
+    let Some(snapshot) = fs.vfs_snapshot() else {
+        return Ok(0);
+    };
+    let hidden = |entry: &VfsEntry| {
+        points.iter().any(|point| {
+            entry.path.starts_with(point)
+                && (entry.path != *point || !matches!(entry.kind, VfsEntryKind::Directory))
+        })
+    };
+    let total = snapshot.entries().len();
+    let kept: Vec<VfsEntry> = snapshot
+        .entries()
+        .iter()
+        .filter(|entry| !hidden(entry))
+        .cloned()
+        .collect();
+    let dropped = total - kept.len();
+    if dropped > 0 {
+        fs.vfs_restore(&VfsSnapshot::from_entries(kept))?;
+    }
+    Ok(dropped)
+}
+
 fn describe(spec: &MountSpec, reason: &str) -> String {
     let mode = if spec.writable {
         ":read_write"
@@ -84,6 +135,23 @@ fn describe(spec: &MountSpec, reason: &str) -> String {
         "mount {{{:?}, {:?}, {mode}}}: {reason}",
         spec.vfs_path, spec.host_path
     )
+}
+
+/// Refused in either mode, on top of bashkit's denylist: `/var` holds
+/// databases (`/var/lib/postgresql`, `/var/lib/mysql`), container state
+/// (`/var/lib/docker`), mail and spools, logs that carry tokens, and
+/// run-time secrets (`/var/run` is `/run`). See SECURITY.md for the verdict
+/// on every top-level directory.
+const SECRET_ROOTS: &[&str] = &["/var"];
+
+/// Refused `:read_write` (readable `:read_only`: public files): a script
+/// writing here would replace programs and libraries the host runs.
+const SYSTEM_SOFTWARE: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/snap",
+];
+
+fn under_any(path: &Path, roots: &[&str]) -> bool {
+    roots.iter().any(|root| path.starts_with(root))
 }
 
 /// The canonical host directory `spec` may mount, or why it may not.
@@ -121,12 +189,20 @@ fn gate(spec: &MountSpec, allowlist: Option<&[AllowedPath]>) -> Result<PathBuf, 
             }
         }
         None => {
-            if bashkit::is_sensitive_mount_path(&canonical) {
+            if bashkit::is_sensitive_mount_path(&canonical) || under_any(&canonical, SECRET_ROOTS) {
                 return Err(format!(
                     "refused: host path{resolved} is a sensitive host location (the filesystem \
-                     root, /etc, /proc, /sys, /dev, /home, /root, /Users, /private, /run, or a \
-                     path through .ssh, .aws, ...); to mount it deliberately, list a covering \
-                     prefix in :allowed_mount_paths"
+                     root, /etc, /proc, /sys, /dev, /home, /root, /Users, /private, /run, /var, \
+                     /boot, or a path through .ssh, .aws, ...); to mount it deliberately, list a \
+                     covering prefix in :allowed_mount_paths"
+                ));
+            }
+            if spec.writable && under_any(&canonical, SYSTEM_SOFTWARE) {
+                return Err(format!(
+                    "refused: host path{resolved} holds the host's system software (/usr, /bin, \
+                     /sbin, /lib*, /opt, /snap): it may be mounted :read_only, not :read_write; \
+                     to mount it writable deliberately, list a covering prefix in \
+                     :allowed_mount_paths"
                 ));
             }
         }
@@ -151,6 +227,21 @@ mod tests {
         for host in ["/", "/etc", "/proc", "/dev"] {
             let err = gate(&spec(host), None).unwrap_err();
             assert!(err.contains("sensitive"), "{host}: {err}");
+        }
+    }
+
+    #[test]
+    fn var_is_refused_and_system_software_only_read_only() {
+        if Path::new("/var").is_dir() {
+            let err = gate(&spec("/var"), None).unwrap_err();
+            assert!(err.contains("sensitive"), "{err}");
+        }
+        if Path::new("/usr").is_dir() {
+            assert!(gate(&spec("/usr"), None).is_ok());
+            let mut writable = spec("/usr");
+            writable.writable = true;
+            let err = gate(&writable, None).unwrap_err();
+            assert!(err.contains(":read_only, not :read_write"), "{err}");
         }
     }
 

@@ -161,11 +161,19 @@ defmodule ExBashkit.Security.HostMountHardeningTest do
       :stop -> :ok
     after
       0 ->
-        # dir (a real directory) -> aside; a symlink in its place; back.
-        :ok = File.rename(dir, real)
-        :ok = File.ln_s(target, dir)
-        :ok = File.rm(dir)
-        :ok = File.rename(real, dir)
+        # dir (a real directory) -> aside; a symlink in its place; back. A
+        # step may fail when the script recreated `dir` meanwhile: the
+        # swapper then just puts things back and goes on.
+        _ = File.rename(dir, real)
+        _ = File.ln_s(target, dir)
+
+        case File.lstat(dir) do
+          {:ok, %{type: :symlink}} -> File.rm(dir)
+          {:ok, %{type: :directory}} -> File.rm_rf(dir)
+          _ -> :ok
+        end
+
+        _ = File.rename(real, dir)
         swap_loop(dir, real, rest ++ [target], n + 1)
     end
   end

@@ -54,29 +54,63 @@ pub fn path_guard(config: &SessionConfig) -> Option<Interceptor<HttpRequestEvent
     }))
 }
 
-/// Why `url`'s path could be read differently by bashkit's prefix match and
-/// by the server, or `None` when it cannot.
+/// How many rounds of percent-decoding are checked (a server, or a proxy
+/// in front of it, may decode more than once).
+const DECODE_ROUNDS: usize = 3;
+
+/// Why `url`'s path could name something else once the server decodes it,
+/// or `None` when it cannot. bashkit matched the encoded path against the
+/// allowlist prefix; what the server sees is the decoded one, so the decoded
+/// path (each round of decoding) must have no `.` or `..` segment, with `/`
+/// and `\` both taken as separators, and no NUL. An encoded separator that
+/// forms no dot segment (a URL passed as one path segment) is harmless: the
+/// decoded path stays under the same prefix.
 fn ambiguous_path(url: &str) -> Option<String> {
     // Unparsable URLs are bashkit's to refuse.
     let parsed = Url::parse(url).ok()?;
-    let path = parsed.path().to_ascii_lowercase();
-    for (encoded, what) in [
-        ("%2f", "an encoded /"),
-        ("%5c", "an encoded \\"),
-        ("%2e", "an encoded ."),
-        ("%00", "an encoded NUL"),
-    ] {
-        if path.contains(encoded) {
-            return Some(format!("request path has {what}: {}", parsed.path()));
+    let mut path = parsed.path().as_bytes().to_vec();
+    for _ in 0..DECODE_ROUNDS {
+        if path.contains(&0) {
+            return Some(format!(
+                "request path has an encoded NUL: {}",
+                parsed.path()
+            ));
         }
-    }
-    if path
-        .split('/')
-        .any(|segment| segment == "." || segment == "..")
-    {
-        return Some(format!("request path has a dot segment: {}", parsed.path()));
+        if path
+            .split(|&b| b == b'/' || b == b'\\')
+            .any(|segment| segment == b"." || segment == b"..")
+        {
+            return Some(format!(
+                "request path has a dot segment once decoded: {}",
+                parsed.path()
+            ));
+        }
+        let decoded = percent_decode(&path);
+        if decoded == path {
+            break;
+        }
+        path = decoded;
     }
     None
+}
+
+/// `%XX` sequences decoded; anything else (a lone or malformed `%`) kept.
+fn percent_decode(input: &[u8]) -> Vec<u8> {
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(input.len());
+    let mut i = 0;
+    while i < input.len() {
+        if input[i] == b'%' && i + 2 < input.len() {
+            if let (Some(high), Some(low)) = (hex(input[i + 1]), hex(input[i + 2])) {
+                out.push(high << 4 | low);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(input[i]);
+        i += 1;
+    }
+    out
 }
 
 /// Whether the path part of `pattern` (as written, before the URL parser
@@ -182,6 +216,8 @@ mod tests {
             "http://127.0.0.1:18081/allowed/%2E%2E%2Fsecret.txt",
             "http://h/allowed/..%5csecret",
             "http://h/allowed/x%00",
+            "http://h/allowed/x%2F..%2F..%2Fsecret",
+            "http://h/allowed/%252e%252e%252fsecret",
         ] {
             assert!(ambiguous_path(url).is_some(), "{url}");
         }
@@ -189,6 +225,9 @@ mod tests {
             "http://h/allowed/x",
             "http://h/allowed/a..b?q=%2f",
             "http://h/",
+            // A URL passed as one segment: encoded slashes, no dot segment.
+            "http://h/go/http%3A%2F%2F127.0.0.1%3A8080%2Fsecret",
+            "http://h/allowed/a%2Fb",
         ] {
             assert_eq!(ambiguous_path(url), None, "{url}");
         }

@@ -849,3 +849,128 @@ impl FsBackend for HostFs {
         FsLimits::unlimited()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A scratch host directory, removed on drop.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Self {
+            let path = std::env::temp_dir().join(format!(
+                "ex_bashkit_host_fs_{name}_{}_{}",
+                std::process::id(),
+                TEMP_SEQUENCE.fetch_add(1, Ordering::Relaxed)
+            ));
+            std::fs::create_dir_all(path.join("sub")).unwrap();
+            std::fs::write(path.join("sub/f"), "inside").unwrap();
+            Self(std::fs::canonicalize(path).unwrap())
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn fs(root: &Path, writable: bool) -> HostFs {
+        HostFs::open(root, Path::new("/m"), writable, 1024).unwrap()
+    }
+
+    fn io_kind(result: bashkit::Result<impl Sized>) -> ErrorKind {
+        match result {
+            Err(bashkit::Error::Io(e)) => e.kind(),
+            Err(other) => panic!("not an io error: {other}"),
+            Ok(_) => panic!("succeeded"),
+        }
+    }
+
+    #[test]
+    fn parent_components_are_refused() {
+        assert!(components(Path::new("/a/../b")).is_err());
+        assert_eq!(components(Path::new("/a/./b")).unwrap().len(), 2);
+        assert!(components(Path::new("/")).unwrap().is_empty());
+    }
+
+    #[test]
+    fn link_targets_are_shown_as_sandbox_paths_or_not_at_all() {
+        let dir = Scratch::new("links");
+        let host = fs(&dir.0, false);
+        std::os::unix::fs::symlink(dir.0.join("sub/f"), dir.0.join("in")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", dir.0.join("out")).unwrap();
+        std::os::unix::fs::symlink("sub/f", dir.0.join("rel")).unwrap();
+        let read = |p: &str| crate::runtime::block_on(host.read_link(Path::new(p)));
+        assert_eq!(read("/in").unwrap(), PathBuf::from("/m/sub/f"));
+        assert_eq!(read("/rel").unwrap(), PathBuf::from("sub/f"));
+        assert_eq!(io_kind(read("/out")), ErrorKind::PermissionDenied);
+    }
+
+    #[test]
+    fn a_symlink_on_the_way_is_never_followed_on_the_host() {
+        let dir = Scratch::new("walk");
+        let outside = Scratch::new("outside");
+        std::os::unix::fs::symlink(&outside.0, dir.0.join("link")).unwrap();
+        let host = fs(&dir.0, true);
+        let read = crate::runtime::block_on(host.read(Path::new("/link/sub/f")));
+        assert!(read.is_err());
+        let write = crate::runtime::block_on(host.write(Path::new("/link/new"), b"x"));
+        assert!(write.is_err());
+        assert!(!outside.0.join("new").exists());
+    }
+
+    #[test]
+    fn modes_are_masked_and_the_root_stays() {
+        let dir = Scratch::new("modes");
+        let host = fs(&dir.0, true);
+        crate::runtime::block_on(async {
+            host.write(Path::new("/x"), b"x").await.unwrap();
+            host.chmod(Path::new("/x"), 0o6755).await.unwrap();
+            host.chmod(Path::new("/sub"), 0o3777).await.unwrap();
+            assert_eq!(
+                io_kind(host.remove(Path::new("/"), true).await),
+                ErrorKind::ResourceBusy
+            );
+            assert_eq!(
+                io_kind(host.rename(Path::new("/"), Path::new("/y")).await),
+                ErrorKind::ResourceBusy
+            );
+        });
+        // The contents went, the root stayed.
+        assert!(dir.0.is_dir());
+        assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 0);
+        let host = fs(&dir.0, true);
+        crate::runtime::block_on(async {
+            host.write(Path::new("/x"), b"x").await.unwrap();
+            host.chmod(Path::new("/x"), 0o4755).await.unwrap();
+        });
+        let mode = std::fs::metadata(dir.0.join("x"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7777, 0o755);
+    }
+
+    #[test]
+    fn reads_past_the_limit_are_refused() {
+        let dir = Scratch::new("big");
+        std::fs::write(dir.0.join("big"), vec![b'a'; 2048]).unwrap();
+        let host = fs(&dir.0, false);
+        let read = crate::runtime::block_on(host.read(Path::new("/big")));
+        assert_eq!(io_kind(read), ErrorKind::FileTooLarge);
+        let small = crate::runtime::block_on(host.read(Path::new("/sub/f"))).unwrap();
+        assert_eq!(small, b"inside");
+    }
+
+    #[test]
+    fn a_read_only_mount_refuses_writes() {
+        let dir = Scratch::new("ro");
+        let host = fs(&dir.0, false);
+        let write = crate::runtime::block_on(host.write(Path::new("/n"), b"x"));
+        assert_eq!(io_kind(write), ErrorKind::PermissionDenied);
+        assert!(!dir.0.join("n").exists());
+    }
+}

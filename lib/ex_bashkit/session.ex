@@ -34,10 +34,14 @@ defmodule ExBashkit.Session do
   `new/1` accepts options that seed the session's initial state:
 
     * `:env` - a map or keyword list of environment variables to pre-set. Keys
-      and values are stringified (`env: %{"LANG" => "C"}` or `env: [LANG: "C"]`).
-    * `:cwd` - the starting working directory (default `/`); created if missing.
+      and values are stringified (`env: %{"LANG" => "C"}` or `env: [LANG: "C"]`);
+      keys must be shell variable names (`[A-Za-z_][A-Za-z0-9_]*`).
+    * `:cwd` - the starting working directory (default `/`); created if missing,
+      normalized (`/a/./b/` is `/a/b`); `..` in it, or a path that is a file,
+      raises.
     * `:username` - the virtual username reported by `whoami`/`id` (default
-      `"sandbox"`).
+      `"sandbox"`). No whitespace, control characters, `:`, `/` or `\\`
+      (it is written into the virtual `/etc/passwd`); the same for `:hostname`.
     * `:hostname` - the virtual hostname reported by `hostname`/`uname -n`
       (default `"bashkit-sandbox"`).
     * `:files` - a map (or keyword list) of `path => content` to seed into the
@@ -218,29 +222,36 @@ defmodule ExBashkit.Session do
   visible at once. Mounts are configuration: `snapshot/2` does not capture
   their contents.
 
-  Isolation inside a mount is bashkit's (`RealFs`), checked on every access:
+  Isolation inside a mount is checked on every access, atomically: each mount
+  holds a handle on its host directory, and every access is resolved beneath
+  it without following any host symlink (`openat2(RESOLVE_BENEATH |
+  RESOLVE_NO_SYMLINKS)`), so a host process swapping an entry for a symlink
+  while a script runs cannot redirect it:
 
-    * host paths are canonicalized and must stay under the mounted directory,
-      component by component: a mount of `/srv/app/data` never reaches
-      `/srv/app/secrets`, nor `/srv/app/data2`;
+    * a mount of `/srv/app/data` never reaches `/srv/app/secrets`, nor
+      `/srv/app/data2`;
     * `..` is resolved in the sandbox, so `/data/..` is the sandbox's `/`, not
       the host's `/srv/app`;
-    * a symlink (relative or absolute, made on the host before or after
-      mounting, even one swapped in for a directory a script is using) that
-      leads outside the mounted directory is refused ("path escapes realfs
-      root"); a link's target, when followed, names a *sandbox* path, so an
+    * a symlink's target, when followed, names a *sandbox* path, so an
       absolute link to `/etc/passwd` is the sandbox's `/etc/passwd`, never the
-      host's;
+      host's; `readlink` shows an absolute target inside the mount as its
+      sandbox path, and one outside it not at all;
     * scripts cannot create symlinks with an absolute target or a `..` in a
-      `:read_write` mount;
-    * a FIFO, socket or device node on the host is refused rather than read
-      (a FIFO would block the reader forever).
+      `:read_write` mount, nor set setuid, setgid or sticky bits (modes are
+      masked to `0o777` on every write, copy and chmod);
+    * the mounted directory itself cannot be removed or renamed (`rm -rf
+      /data` empties it and fails with "Device or resource busy");
+    * a host file larger than the sandbox's file size limit (10 MB) is refused
+      before it is read, and a FIFO, socket or device node is never read.
 
   Some host locations are refused by default, judged after resolving symlinks:
   the filesystem root, `/etc`, `/proc`, `/sys`, `/dev`, `/boot`, `/root`,
-  `/home`, `/Users`, `/run`, `/var/run`, `/private` (on macOS this includes
-  the temporary directories under `/private/var/folders`), and any path
-  through a `.ssh`, `.aws`, `.kube`, `.docker`, `.gnupg` or `.gcloud`
+  `/home`, `/Users`, `/run`, `/var` (databases, container state, run-time
+  secrets), `/private` (on macOS this includes the temporary directories
+  under `/private/var/folders`), and any path through a `.ssh`, `.aws`,
+  `.kube`, `.docker`, `.gnupg` or `.gcloud` directory; the host's programs
+  (`/usr`, `/bin`, `/sbin`, `/lib*`, `/opt`, `/snap`) may be mounted
+  `:read_only` only. SECURITY.md gives the verdict on every top-level
   directory. `:allowed_mount_paths` is a switch, not an addition: once it is
   set, that denylist is off and the allowlist is the only gate: every mount's
   host path (resolved) must then sit under one of its entries. An empty list
@@ -694,7 +705,8 @@ defmodule ExBashkit.Session do
   Put the session back in the state `new/1` built: its `:env`, `:cwd` and
   `:files`, with every variable, function, alias and in-memory file since
   then gone. Its capabilities stay: builtins, virtual_fs backends, host mounts
-  (whose host files are, of course, not rolled back), limits and network
+  (whose host files are, of course, not rolled back: a `:files` entry or the
+  `:cwd` under a host mount is not written again), limits and network
   settings. Waits for a running exec to end. Returns `:ok` or
   `{:error, message}`.
 
@@ -953,7 +965,9 @@ defmodule ExBashkit.Session do
   Restore replaces the session's shell state and in-memory filesystem contents
   while keeping the capabilities `session` was built with: its custom
   `:builtins`, `:python`, `:virtual_fs` backends, host `:mounts` and `:limits`
-  survive. The intended flow is therefore:
+  survive. Files the snapshot holds at or below one of this session's mount
+  points (host or `:virtual_fs`) are dropped: the mount would hide them. The
+  intended flow is therefore:
 
       {:ok, bytes} = ExBashkit.Session.snapshot(original)
       # ...later, or on another node...

@@ -91,7 +91,7 @@ defmodule ExBashkit.Session.Options do
 
     native = %{
       env: env!(Keyword.get(opts, :env, [])),
-      cwd: absolute_path!(Keyword.get(opts, :cwd, "/"), ":cwd"),
+      cwd: cwd!(Keyword.get(opts, :cwd, "/")),
       username: name!(Keyword.get(opts, :username, "sandbox"), :username),
       hostname: name!(Keyword.get(opts, :hostname, "bashkit-sandbox"), :hostname),
       files: files!(Keyword.get(opts, :files, [])),
@@ -269,22 +269,49 @@ defmodule ExBashkit.Session.Options do
 
   # -- individual options -----------------------------------------------------
 
+  # Only names a script can use: `$(id)` or `A B` could never be read as a
+  # variable, and would reach `env` output and child environments verbatim.
   defp env!(env) do
     for {key, value} <- pairs!(env, :env) do
       key = stringify!(key, ":env key")
 
-      if key == "" or String.contains?(key, "=") do
-        raise ArgumentError, ":env key must be a non-empty name without '=', got: #{inspect(key)}"
+      unless key =~ ~r/\A[A-Za-z_][A-Za-z0-9_]*\z/ do
+        raise ArgumentError,
+              ":env key must be a shell variable name (letters, digits and _, not starting " <>
+                "with a digit), got: #{inspect(key)}"
       end
 
       {key, stringify!(value, ":env value for #{key}")}
     end
   end
 
+  # `:username` and `:hostname` end up in the virtual /etc/passwd, /etc/hosts,
+  # $HOME and prompts: a newline or a colon would forge extra entries or
+  # fields there, a slash would move $HOME.
   defp name!(value, option) do
     value = string!(value, inspect(option))
     if value == "", do: raise(ArgumentError, "#{inspect(option)} must not be empty")
+
+    if value =~ ~r{[\s:/\\]|[\x00-\x1f\x7f]}u do
+      raise ArgumentError,
+            "#{inspect(option)} must not contain whitespace, control characters, ':', '/' " <>
+              "or '\\', got: #{inspect(value)}"
+    end
+
     value
+  end
+
+  # The start directory, normalized (`pwd` must print a clean path): `.` and
+  # repeated or trailing slashes go; `..` is refused rather than guessed.
+  # Whether it names a file is checked natively, once mounts are attached.
+  defp cwd!(cwd) do
+    cwd = absolute_path!(cwd, ":cwd")
+
+    if ".." in String.split(cwd, "/") do
+      raise ArgumentError, ":cwd must not contain .. segments, got: #{inspect(cwd)}"
+    end
+
+    normalize_vfs(cwd)
   end
 
   defp files!(files) do
@@ -478,16 +505,33 @@ defmodule ExBashkit.Session.Options do
     end)
   end
 
+  # Mount paths are normalized like host mounts' (`"/api/."` is `/api`), so
+  # two spellings of one place cannot shadow each other or a host mount.
   defp virtual_fs!(mounts) do
-    Map.new(pairs!(mounts, :virtual_fs), fn {path, backend} ->
-      path = absolute_path!(path, ":virtual_fs mount path")
+    parsed =
+      Enum.map(pairs!(mounts, :virtual_fs), fn {given, backend} ->
+        path = given |> absolute_path!(":virtual_fs mount path") |> normalize_vfs()
 
-      if path == "/" do
-        raise ArgumentError, ":virtual_fs cannot mount a backend at /"
-      end
+        if path == "/" do
+          raise ArgumentError, ":virtual_fs cannot mount a backend at / (got #{inspect(given)})"
+        end
 
-      {String.trim_trailing(path, "/"), backend!(path, backend)}
+        {path, backend!(path, backend)}
+      end)
+
+    parsed
+    |> Enum.frequencies_by(&elem(&1, 0))
+    |> Enum.each(fn
+      {path, count} when count > 1 ->
+        raise ArgumentError,
+              ":virtual_fs has #{count} backends at #{path} (spelled differently); " <>
+                "one path takes one mount"
+
+      _ ->
+        :ok
     end)
+
+    Map.new(parsed)
   end
 
   defp backend!(_path, fun) when is_function(fun, 1), do: fun

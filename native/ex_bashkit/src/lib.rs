@@ -16,6 +16,7 @@ mod error;
 mod errors;
 mod fs_api;
 mod guard;
+mod host_fs;
 mod interrupt;
 mod mounts;
 mod net;
@@ -26,6 +27,7 @@ mod reply;
 mod runtime;
 mod session;
 mod snapshot;
+mod strict_commands;
 mod watchdog;
 
 // Back-calls into Elixir, and their two users.

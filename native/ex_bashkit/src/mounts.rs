@@ -6,26 +6,18 @@
 //! its owner asked for; it also prints a warning for every writable mount.
 //! So the gate runs here and fails loudly, using bashkit's own denylist
 //! (`is_sensitive_mount_path`) on the canonical host path, exactly as the
-//! builder would. A mount that passes is bashkit's `RealFs` attached with
-//! `Bash::mount`: all path containment inside the mount (canonicalization,
-//! `..`, symlinks, writes through links) is bashkit's, not ours.
-//!
-//! One guard is ours (`RegularFilesOnly`): `RealFs` reads a FIFO or a device
-//! node like a file, so a FIFO someone left in a mounted directory blocks a
-//! read forever (a script times out but leaves an interpreter thread stuck in
-//! `read(2)`; `read_file/2` never returns) and a device such as `/dev/zero`
-//! would be read until memory runs out. Such entries are refused.
+//! builder would. A mount that passes is our `HostFs` (`host_fs.rs`: every
+//! host access resolved beneath a handle on the mount root, never following
+//! a host symlink) under bashkit's `PosixFs`, attached with `Bash::mount`.
 
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use bashkit::{
-    Bash, DirEntry, FileSystem, FsBackend, FsLimits, FsUsage, Metadata, PosixFs, RealFs, RealFsMode,
-};
+use bashkit::{Bash, FileSystem, PosixFs, VfsEntry, VfsEntryKind, VfsSnapshot};
 
-use crate::options::MountSpec;
+use crate::host_fs::HostFs;
+use crate::options::{MountSpec, SessionConfig};
 
 /// One `:allowed_mount_paths` entry: as given, and canonical when it exists.
 struct AllowedPath {
@@ -64,24 +56,73 @@ pub async fn apply(
                 .map_err(|reason| describe(spec, &reason))
         })
         .collect::<Result<Vec<_>, String>>()?;
+    // Host files are read whole into memory, so reading one is bounded by
+    // the size a file of the sandbox may have.
+    let max_read = bash.fs().limits().max_file_size;
     for (spec, canonical) in checked {
-        let mode = if spec.writable {
-            RealFsMode::ReadWrite
-        } else {
-            RealFsMode::ReadOnly
-        };
-        let backend = RealFs::open(&canonical, mode)
-            .await
-            .map_err(|e| describe(spec, &format!("cannot open host directory: {e}")))?;
-        let backend = RegularFilesOnly {
-            root: canonical,
-            inner: backend,
-        };
+        let backend = HostFs::open(
+            &canonical,
+            Path::new(&spec.vfs_path),
+            spec.writable,
+            max_read,
+        )
+        .map_err(|e| describe(spec, &format!("cannot open host directory: {e}")))?;
         let fs: Arc<dyn FileSystem> = Arc::new(PosixFs::new(backend));
         bash.mount(&spec.vfs_path, fs)
             .map_err(|e| describe(spec, &format!("cannot mount: {e}")))?;
     }
     Ok(())
+}
+
+/// Whether the sandbox path `path` lies in one of `config`'s host mounts
+/// (the mount point included).
+pub fn is_under(config: &SessionConfig, path: &str) -> bool {
+    let path = bashkit::normalize_path(Path::new(path));
+    config
+        .mounts
+        .iter()
+        .any(|mount| path.starts_with(bashkit::normalize_path(Path::new(&mount.vfs_path))))
+}
+
+/// Remove from the in-memory filesystem under `fs` every entry at or below
+/// a mount point of `config` (host mounts and `:virtual_fs` alike), where
+/// the mount hides it; a directory at a mount point itself stays. Returns
+/// how many entries went.
+pub fn drop_hidden_entries(
+    fs: &Arc<dyn FileSystem>,
+    config: &SessionConfig,
+) -> bashkit::Result<usize> {
+    let points: Vec<PathBuf> = config
+        .mounts
+        .iter()
+        .map(|m| m.vfs_path.as_str())
+        .chain(config.virtual_fs.iter().map(String::as_str))
+        .map(|p| bashkit::normalize_path(Path::new(p)))
+        .collect();
+    if points.is_empty() {
+        return Ok(0);
+    }
+    let Some(snapshot) = fs.vfs_snapshot() else {
+        return Ok(0);
+    };
+    let hidden = |entry: &VfsEntry| {
+        points.iter().any(|point| {
+            entry.path.starts_with(point)
+                && (entry.path != *point || !matches!(entry.kind, VfsEntryKind::Directory))
+        })
+    };
+    let total = snapshot.entries().len();
+    let kept: Vec<VfsEntry> = snapshot
+        .entries()
+        .iter()
+        .filter(|entry| !hidden(entry))
+        .cloned()
+        .collect();
+    let dropped = total - kept.len();
+    if dropped > 0 {
+        fs.vfs_restore(&VfsSnapshot::from_entries(kept))?;
+    }
+    Ok(dropped)
 }
 
 fn describe(spec: &MountSpec, reason: &str) -> String {
@@ -94,6 +135,23 @@ fn describe(spec: &MountSpec, reason: &str) -> String {
         "mount {{{:?}, {:?}, {mode}}}: {reason}",
         spec.vfs_path, spec.host_path
     )
+}
+
+/// Refused in either mode, on top of bashkit's denylist: `/var` holds
+/// databases (`/var/lib/postgresql`, `/var/lib/mysql`), container state
+/// (`/var/lib/docker`), mail and spools, logs that carry tokens, and
+/// run-time secrets (`/var/run` is `/run`). See SECURITY.md for the verdict
+/// on every top-level directory.
+const SECRET_ROOTS: &[&str] = &["/var"];
+
+/// Refused `:read_write` (readable `:read_only`: public files): a script
+/// writing here would replace programs and libraries the host runs.
+const SYSTEM_SOFTWARE: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/snap",
+];
+
+fn under_any(path: &Path, roots: &[&str]) -> bool {
+    roots.iter().any(|root| path.starts_with(root))
 }
 
 /// The canonical host directory `spec` may mount, or why it may not.
@@ -131,142 +189,25 @@ fn gate(spec: &MountSpec, allowlist: Option<&[AllowedPath]>) -> Result<PathBuf, 
             }
         }
         None => {
-            if bashkit::is_sensitive_mount_path(&canonical) {
+            if bashkit::is_sensitive_mount_path(&canonical) || under_any(&canonical, SECRET_ROOTS) {
                 return Err(format!(
                     "refused: host path{resolved} is a sensitive host location (the filesystem \
-                     root, /etc, /proc, /sys, /dev, /home, /root, /Users, /private, /run, or a \
-                     path through .ssh, .aws, ...); to mount it deliberately, list a covering \
-                     prefix in :allowed_mount_paths"
+                     root, /etc, /proc, /sys, /dev, /home, /root, /Users, /private, /run, /var, \
+                     /boot, or a path through .ssh, .aws, ...); to mount it deliberately, list a \
+                     covering prefix in :allowed_mount_paths"
+                ));
+            }
+            if spec.writable && under_any(&canonical, SYSTEM_SOFTWARE) {
+                return Err(format!(
+                    "refused: host path{resolved} holds the host's system software (/usr, /bin, \
+                     /sbin, /lib*, /opt, /snap): it may be mounted :read_only, not :read_write; \
+                     to mount it writable deliberately, list a covering prefix in \
+                     :allowed_mount_paths"
                 ));
             }
         }
     }
     Ok(canonical)
-}
-
-/// `RealFs`, refusing to read (or append to, or copy from) anything on the
-/// host that is not a regular file, a directory or a symlink.
-struct RegularFilesOnly {
-    /// The canonical host directory `inner` is rooted at.
-    root: PathBuf,
-    inner: RealFs,
-}
-
-impl RegularFilesOnly {
-    /// Fails for a FIFO, socket or device at `path`. Containment is
-    /// `RealFs`'s: a special file is only reported for a path its `stat`
-    /// accepts, so nothing is revealed about the host outside the mount (an
-    /// escaping path is left for `RealFs` to refuse). The common case costs
-    /// one `lstat`.
-    #[cfg(unix)]
-    async fn check_readable(&self, path: &Path) -> bashkit::Result<()> {
-        use std::os::unix::fs::FileTypeExt;
-        let normalized = bashkit::normalize_path(path);
-        let relative = normalized.strip_prefix("/").unwrap_or(&normalized);
-        let Ok(meta) = tokio::fs::symlink_metadata(self.root.join(relative)).await else {
-            return Ok(());
-        };
-        let kind = meta.file_type();
-        let what = if kind.is_fifo() {
-            "a FIFO"
-        } else if kind.is_socket() {
-            "a socket"
-        } else if kind.is_char_device() || kind.is_block_device() {
-            "a device"
-        } else {
-            return Ok(());
-        };
-        if self.inner.stat(path).await.is_err() {
-            return Ok(());
-        }
-        // `Unsupported`: bashkit does not retry it as a possible symlink.
-        Err(std::io::Error::new(
-            ErrorKind::Unsupported,
-            format!("{what} on a host mount cannot be read"),
-        )
-        .into())
-    }
-
-    #[cfg(not(unix))]
-    async fn check_readable(&self, _path: &Path) -> bashkit::Result<()> {
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl FsBackend for RegularFilesOnly {
-    async fn read(&self, path: &Path) -> bashkit::Result<Vec<u8>> {
-        self.check_readable(path).await?;
-        self.inner.read(path).await
-    }
-
-    async fn write(&self, path: &Path, content: &[u8]) -> bashkit::Result<()> {
-        // Replaces the entry (staged file + rename): never opens a FIFO.
-        self.inner.write(path, content).await
-    }
-
-    async fn append(&self, path: &Path, content: &[u8]) -> bashkit::Result<()> {
-        // Appending reads the existing entry first.
-        self.check_readable(path).await?;
-        self.inner.append(path, content).await
-    }
-
-    async fn mkdir(&self, path: &Path, recursive: bool) -> bashkit::Result<()> {
-        self.inner.mkdir(path, recursive).await
-    }
-
-    async fn remove(&self, path: &Path, recursive: bool) -> bashkit::Result<()> {
-        self.inner.remove(path, recursive).await
-    }
-
-    async fn stat(&self, path: &Path) -> bashkit::Result<Metadata> {
-        self.inner.stat(path).await
-    }
-
-    async fn read_dir(&self, path: &Path) -> bashkit::Result<Vec<DirEntry>> {
-        self.inner.read_dir(path).await
-    }
-
-    async fn exists(&self, path: &Path) -> bashkit::Result<bool> {
-        self.inner.exists(path).await
-    }
-
-    async fn rename(&self, from: &Path, to: &Path) -> bashkit::Result<()> {
-        self.inner.rename(from, to).await
-    }
-
-    async fn copy(&self, from: &Path, to: &Path) -> bashkit::Result<()> {
-        self.check_readable(from).await?;
-        self.inner.copy(from, to).await
-    }
-
-    async fn symlink(&self, target: &Path, link: &Path) -> bashkit::Result<()> {
-        self.inner.symlink(target, link).await
-    }
-
-    async fn read_link(&self, path: &Path) -> bashkit::Result<PathBuf> {
-        self.inner.read_link(path).await
-    }
-
-    async fn chmod(&self, path: &Path, mode: u32) -> bashkit::Result<()> {
-        self.inner.chmod(path, mode).await
-    }
-
-    async fn set_modified_time(
-        &self,
-        path: &Path,
-        time: bashkit::time::SystemTime,
-    ) -> bashkit::Result<()> {
-        self.inner.set_modified_time(path, time).await
-    }
-
-    fn usage(&self) -> FsUsage {
-        self.inner.usage()
-    }
-
-    fn limits(&self) -> FsLimits {
-        self.inner.limits()
-    }
 }
 
 #[cfg(test)]
@@ -286,6 +227,21 @@ mod tests {
         for host in ["/", "/etc", "/proc", "/dev"] {
             let err = gate(&spec(host), None).unwrap_err();
             assert!(err.contains("sensitive"), "{host}: {err}");
+        }
+    }
+
+    #[test]
+    fn var_is_refused_and_system_software_only_read_only() {
+        if Path::new("/var").is_dir() {
+            let err = gate(&spec("/var"), None).unwrap_err();
+            assert!(err.contains("sensitive"), "{err}");
+        }
+        if Path::new("/usr").is_dir() {
+            assert!(gate(&spec("/usr"), None).is_ok());
+            let mut writable = spec("/usr");
+            writable.writable = true;
+            let err = gate(&writable, None).unwrap_err();
+            assert!(err.contains(":read_only, not :read_write"), "{err}");
         }
     }
 

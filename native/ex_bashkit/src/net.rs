@@ -5,8 +5,17 @@
 //!
 //! Patterns are checked here with the same URL parser bashkit matches with
 //! (`url`): a pattern it cannot parse would otherwise be kept and silently
-//! never match.
+//! never match; a pattern with a dot segment is refused (the parser
+//! resolves `/v1/..` to `/`, which would admit the whole host).
+//!
+//! bashkit matches a request's path prefix on the *encoded* path, while the
+//! server decodes it: `/allowed/..%2fsecret.txt` passes the prefix check and
+//! the server serves `/secret.txt`. So every request (each redirect hop
+//! included) also goes through `path_guard`, a `before_http` hook that
+//! refuses paths with encoded separators or dots, where the encoded and the
+//! decoded path could name different resources.
 
+use bashkit::hooks::{HookAction, HttpRequestEvent, Interceptor};
 use bashkit::NetworkAllowlist;
 use url::Url;
 
@@ -30,6 +39,97 @@ pub fn allowlist(config: &SessionConfig) -> Result<NetworkAllowlist, String> {
     Ok(allowlist.block_private_ips(config.block_private_ips))
 }
 
+/// The `before_http` hook that refuses ambiguous request paths, for a
+/// session with an `:allow_net` list (with `:all` there is no path prefix to
+/// escape; without `:allow_net` nothing is sent).
+pub fn path_guard(config: &SessionConfig) -> Option<Interceptor<HttpRequestEvent>> {
+    if config.allow_all_net || config.allow_net.as_ref().is_none_or(Vec::is_empty) {
+        return None;
+    }
+    Some(Box::new(|request: HttpRequestEvent| {
+        match ambiguous_path(&request.url) {
+            Some(why) => HookAction::Cancel(why),
+            None => HookAction::Continue(request),
+        }
+    }))
+}
+
+/// How many rounds of percent-decoding are checked (a server, or a proxy
+/// in front of it, may decode more than once).
+const DECODE_ROUNDS: usize = 3;
+
+/// Why `url`'s path could name something else once the server decodes it,
+/// or `None` when it cannot. bashkit matched the encoded path against the
+/// allowlist prefix; what the server sees is the decoded one, so the decoded
+/// path (each round of decoding) must have no `.` or `..` segment, with `/`
+/// and `\` both taken as separators, and no NUL. An encoded separator that
+/// forms no dot segment (a URL passed as one path segment) is harmless: the
+/// decoded path stays under the same prefix.
+fn ambiguous_path(url: &str) -> Option<String> {
+    // Unparsable URLs are bashkit's to refuse.
+    let parsed = Url::parse(url).ok()?;
+    let mut path = parsed.path().as_bytes().to_vec();
+    for _ in 0..DECODE_ROUNDS {
+        if path.contains(&0) {
+            return Some(format!(
+                "request path has an encoded NUL: {}",
+                parsed.path()
+            ));
+        }
+        if path
+            .split(|&b| b == b'/' || b == b'\\')
+            .any(|segment| segment == b"." || segment == b"..")
+        {
+            return Some(format!(
+                "request path has a dot segment once decoded: {}",
+                parsed.path()
+            ));
+        }
+        let decoded = percent_decode(&path);
+        if decoded == path {
+            break;
+        }
+        path = decoded;
+    }
+    None
+}
+
+/// `%XX` sequences decoded; anything else (a lone or malformed `%`) kept.
+fn percent_decode(input: &[u8]) -> Vec<u8> {
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(input.len());
+    let mut i = 0;
+    while i < input.len() {
+        if input[i] == b'%' && i + 2 < input.len() {
+            if let (Some(high), Some(low)) = (hex(input[i + 1]), hex(input[i + 2])) {
+                out.push(high << 4 | low);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(input[i]);
+        i += 1;
+    }
+    out
+}
+
+/// Whether the path part of `pattern` (as written, before the URL parser
+/// resolves it) has a `.` or `..` segment, spelled plainly or encoded, or
+/// an encoded separator.
+fn pattern_path_is_ambiguous(pattern: &str) -> bool {
+    let after_scheme = pattern.split_once("://").map_or(pattern, |(_, rest)| rest);
+    let Some(slash) = after_scheme.find(['/', '\\']) else {
+        return false;
+    };
+    let path = after_scheme[slash..].to_ascii_lowercase();
+    if path.contains("%2f") || path.contains("%5c") || path.contains('\\') {
+        return true;
+    }
+    path.split('/')
+        .map(|segment| segment.replace("%2e", "."))
+        .any(|segment| segment == "." || segment == "..")
+}
+
 fn check_pattern(pattern: &str) -> Result<(), String> {
     let refuse = |why: &str| {
         Err(format!(
@@ -51,6 +151,12 @@ fn check_pattern(pattern: &str) -> Result<(), String> {
     }
     if url.query().is_some() || url.fragment().is_some() {
         return refuse("it has a query or a fragment");
+    }
+    if pattern_path_is_ambiguous(pattern) {
+        return refuse(
+            "its path has a . or .. segment or an encoded separator (the parser would resolve \
+             it, e.g. \"/v1/..\" to the whole host)",
+        );
     }
     Ok(())
 }
@@ -83,6 +189,47 @@ mod tests {
             "http://",
         ] {
             assert!(check_pattern(p).is_err(), "{p}");
+        }
+    }
+
+    #[test]
+    fn dot_segments_in_patterns_are_refused() {
+        for p in [
+            "http://127.0.0.1:18081/allowed/..",
+            "http://h/allowed/../x",
+            "http://h/a/./b",
+            "http://h/a/%2e%2E/b",
+            "http://h/a/%2E",
+            "http://h/a%2fb",
+            "http://h/a\\..\\b",
+        ] {
+            let err = check_pattern(p).unwrap_err();
+            assert!(err.contains("segment"), "{p}: {err}");
+        }
+        assert!(check_pattern("http://h/a..b/c.d").is_ok());
+    }
+
+    #[test]
+    fn ambiguous_request_paths_are_refused() {
+        for url in [
+            "http://127.0.0.1:18081/allowed/..%2fsecret.txt",
+            "http://127.0.0.1:18081/allowed/%2E%2E%2Fsecret.txt",
+            "http://h/allowed/..%5csecret",
+            "http://h/allowed/x%00",
+            "http://h/allowed/x%2F..%2F..%2Fsecret",
+            "http://h/allowed/%252e%252e%252fsecret",
+        ] {
+            assert!(ambiguous_path(url).is_some(), "{url}");
+        }
+        for url in [
+            "http://h/allowed/x",
+            "http://h/allowed/a..b?q=%2f",
+            "http://h/",
+            // A URL passed as one segment: encoded slashes, no dot segment.
+            "http://h/go/http%3A%2F%2F127.0.0.1%3A8080%2Fsecret",
+            "http://h/allowed/a%2Fb",
+        ] {
+            assert_eq!(ambiguous_path(url), None, "{url}");
         }
     }
 

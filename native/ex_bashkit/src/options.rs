@@ -192,6 +192,12 @@ pub fn build_bash(
         builder = builder.env(key, value);
     }
     builder = builder.network(crate::net::allowlist(config)?);
+    if let Some(guard) = crate::net::path_guard(config) {
+        builder = builder.before_http(guard);
+    }
+    for (name, command) in crate::strict_commands::all() {
+        builder = builder.builtin(name, command);
+    }
     if let Some(interrupt) = interrupt {
         let sleep = InterruptibleSleep::new(Arc::clone(interrupt));
         builder = builder.builtin("sleep", Box::new(sleep));
@@ -229,8 +235,36 @@ pub async fn prepare(
     config: &SessionConfig,
     channel: Option<&Arc<CallbackChannel>>,
 ) -> Result<(), String> {
+    prepare_with(bash, config, channel, Seed::Everywhere).await
+}
+
+/// `prepare` for `reset/1`: the same, except that nothing is written
+/// through a host mount. Host files are not part of the session's state
+/// (reset does not roll them back), so a `:files` entry under a mount must
+/// not overwrite what happened to that host file since `new/1`.
+pub async fn prepare_reset(
+    bash: &Bash,
+    config: &SessionConfig,
+    channel: Option<&Arc<CallbackChannel>>,
+) -> Result<(), String> {
+    prepare_with(bash, config, channel, Seed::OutsideMounts).await
+}
+
+/// Where `:files` and the cwd are (re)created.
+#[derive(Clone, Copy, PartialEq)]
+enum Seed {
+    Everywhere,
+    OutsideMounts,
+}
+
+async fn prepare_with(
+    bash: &Bash,
+    config: &SessionConfig,
+    channel: Option<&Arc<CallbackChannel>>,
+    seed: Seed,
+) -> Result<(), String> {
     crate::mounts::apply(bash, &config.mounts, config.allowed_mount_paths.as_deref()).await?;
-    seed_files(&bash.fs(), config).await?;
+    seed_files(&bash.fs(), config, seed).await?;
     if let Some(channel) = channel {
         for mount in &config.virtual_fs {
             let backend = ElixirFs::new(mount.clone(), Arc::clone(channel));
@@ -252,18 +286,32 @@ fn enable_alias_expansion(bash: &mut Bash) {
     bash.restore_shell_state(&state);
 }
 
-async fn seed_files(fs: &Arc<dyn FileSystem>, config: &SessionConfig) -> Result<(), String> {
+async fn seed_files(
+    fs: &Arc<dyn FileSystem>,
+    config: &SessionConfig,
+    seed: Seed,
+) -> Result<(), String> {
+    let skipped = |path: &str| seed == Seed::OutsideMounts && crate::mounts::is_under(config, path);
     for (path, Bytes(content)) in &config.files {
+        if skipped(path) {
+            continue;
+        }
         crate::fs_api::write_creating_parents(fs, path, content)
             .await
             .map_err(|e| format!("cannot write :files entry {path}: {e}"))?;
     }
-    // A cwd the session starts in must exist, or the first `ls` fails.
+    // A cwd the session starts in must exist, or the first `ls` fails; and
+    // must be a directory.
     let cwd = Path::new(&config.cwd);
-    if config.cwd != "/" && !fs.exists(cwd).await.unwrap_or(false) {
-        fs.mkdir(cwd, true)
-            .await
-            .map_err(|e| format!("cannot create :cwd {}: {e}", config.cwd))?;
+    if config.cwd != "/" && !skipped(&config.cwd) {
+        match fs.stat(cwd).await {
+            Ok(meta) if meta.file_type.is_dir() => {}
+            Ok(_) => return Err(format!(":cwd {} is not a directory", config.cwd)),
+            Err(_) => fs
+                .mkdir(cwd, true)
+                .await
+                .map_err(|e| format!("cannot create :cwd {}: {e}", config.cwd))?,
+        }
     }
     Ok(())
 }

@@ -98,6 +98,11 @@ impl Session {
         Arc::clone(&self.fs.read())
     }
 
+    /// What `new/1` asked for.
+    pub fn config(&self) -> &SessionConfig {
+        &self.config
+    }
+
     /// Whether a script is running on this session right now.
     pub fn is_running(&self) -> bool {
         self.current.lock().is_some()
@@ -434,7 +439,7 @@ pub fn reset(session: Arc<Session>, reply: ReplyTo) {
             let config = &session.config;
             let fresh =
                 options::build_bash(config, session.channel.as_ref(), Some(&session.interrupt))?;
-            options::prepare(&fresh, config, session.channel.as_ref()).await?;
+            options::prepare_reset(&fresh, config, session.channel.as_ref()).await?;
             *session.fs.write() = fresh.fs();
             *bash = fresh;
             Ok::<(), String>(())

@@ -16,7 +16,9 @@
 //! limits, and the filesystem handle the lock-free filesystem API holds
 //! stays the one scripts use. bashkit decodes and validates everything
 //! before it mutates anything, so a rejected snapshot leaves the session as
-//! it was.
+//! it was. What a snapshot holds at or below this session's mount points
+//! (host mounts, `:virtual_fs`) is dropped after the restore: it would be
+//! hidden under the mount, yet counted and carried along.
 
 use std::sync::Arc;
 
@@ -164,12 +166,15 @@ pub fn restore(
         // `move`: the job owns the bytes (their env is Send, not Sync).
         let outcome = guard::catch_future(async move {
             let mut bash = session.lock_bash().await;
-            bytes
-                .with(|data| match &key {
-                    Some(key) => bash.restore_snapshot_keyed(data, key),
-                    None => bash.restore_snapshot(data),
-                })
-                .map(|()| Outcome::Restored)
+            bytes.with(|data| match &key {
+                Some(key) => bash.restore_snapshot_keyed(data, key),
+                None => bash.restore_snapshot(data),
+            })?;
+            // Files the snapshot has where this session mounts something
+            // could never be reached, yet would count against the quota and
+            // ride along in every later snapshot: they are dropped.
+            crate::mounts::drop_hidden_entries(&bash.fs(), session.config())?;
+            Ok(Outcome::Restored)
         })
         .await;
         reply.finish(&Outcome::from(outcome));

@@ -1,0 +1,27 @@
+defmodule ExBashkit.Application do
+  @moduledoc """
+  The OTP application of ExBashkit: the processes the library itself needs.
+
+    * `ExBashkit.Server.Checkpoints` owns the table where checkpointing
+      servers keep their last state, so that it outlives a crashed server.
+    * `ExBashkit.Server.Supervisor`, a `DynamicSupervisor`, holds the servers
+      that `ExBashkit.Server.migrate/2` starts on this node.
+
+  Sessions and pools of your own belong in your supervision tree, not here.
+  """
+
+  use Application
+
+  @impl true
+  def start(_type, _args) do
+    Supervisor.start_link(children(), strategy: :one_for_one, name: ExBashkit.Supervisor)
+  end
+
+  # The checkpoint store first: servers started later may read it in `init`.
+  defp children do
+    [
+      ExBashkit.Server.Checkpoints,
+      {DynamicSupervisor, name: ExBashkit.Server.Supervisor, strategy: :one_for_one}
+    ]
+  end
+end

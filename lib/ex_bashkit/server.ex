@@ -194,7 +194,8 @@ defmodule ExBashkit.Server do
           node
 
         other ->
-          raise ArgumentError, "ExBashkit.Server option :node must be a node, got: #{inspect(other)}"
+          raise ArgumentError,
+                "ExBashkit.Server option :node must be a node, got: #{inspect(other)}"
       end
 
     config = %{

@@ -84,7 +84,9 @@ defmodule ExBashkit.Server.Op do
         Checkpoints.put(home, id, key, bytes)
 
       {:error, message} ->
-        Logger.warning("ExBashkit.Server: checkpoint not taken (#{message}); the previous one stays")
+        Logger.warning(
+          "ExBashkit.Server: checkpoint not taken (#{message}); the previous one stays"
+        )
     end
   end
 

@@ -83,17 +83,17 @@ defmodule ExBashkit.ServerClusterTest do
     start_supervised!({Server, name: name})
     assert {:ok, _} = Server.exec(name, "touch /log")
 
-    callers =
-      for i <- 1..40 do
-        Task.async(fn -> Server.exec(name, "echo #{i} >> /log") end)
-      end
+    for {range, target} <- [{1..40, peer}, {41..80, node()}] do
+      callers = for i <- range, do: Task.async(fn -> Server.exec(name, "echo #{i} >> /log") end)
+      assert {:ok, new} = Server.migrate(name, target)
+      assert node(new) == target
+      results = Task.await_many(callers, 30_000)
+      assert Enum.all?(results, &match?({:ok, %Result{exit_code: 0}}, &1))
+    end
 
-    assert {:ok, new} = Server.migrate(name, peer)
-    assert Enum.all?(Task.await_many(callers, 30_000), &match?({:ok, %Result{exit_code: 0}}, &1))
-
-    {:ok, log} = Server.read_file(new, "/log")
+    {:ok, log} = Server.read_file(name, "/log")
     lines = log |> String.split("\n", trim: true) |> Enum.map(&String.to_integer/1)
-    assert Enum.sort(lines) == Enum.to_list(1..40)
+    assert Enum.sort(lines) == Enum.to_list(1..80)
   end
 
   test "a migration to a node without ExBashkit fails and leaves the server where it was" do

@@ -68,7 +68,7 @@ defmodule ExBashkit.Server do
   requests ahead of it, takes a keyed snapshot, starts a server under
   `ExBashkit.Server.Supervisor` (a `DynamicSupervisor`) on that node with the
   same options, so the same capabilities, restores the snapshot there, hands
-  the name over, forwards every request that arrived meanwhile, and stops
+  the name over, relays to it every request that arrived meanwhile, and stops
   the old process with reason `:normal`. Each request is served once, by
   one of the two. Names:
 
@@ -257,7 +257,7 @@ defmodule ExBashkit.Server do
     Stream.resource(
       fn ->
         tag = make_ref()
-        {:ok, pid} = call(server, {:stream, script, opts, tag})
+        {:ok, pid} = call(server, {:stream, script, opts, {self(), tag}})
         {tag, Process.monitor(pid), pid}
       end,
       &next_chunk/1,
@@ -482,11 +482,18 @@ defmodule ExBashkit.Server do
 
   defp fs(server, fun, args), do: call(server, {:fs, fun, args})
 
-  defp call(server, request) do
+  defp call(server, request, retries \\ 3) do
     case GenServer.call(server, request, :infinity) do
       {:"$ex_bashkit_raise", exception} -> raise exception
       reply -> reply
     end
+  catch
+    # A name resolved to a server that was handing it to its successor and
+    # ended (`:normal`) before the call reached it: the call was not served.
+    # Resolve the name again.
+    :exit, {reason, _} when reason in [:normal, :noproc] and not is_pid(server) and retries > 0 ->
+      Process.sleep(5)
+      call(server, request, retries - 1)
   end
 
   # -- the process ----------------------------------------------------------------
@@ -509,7 +516,8 @@ defmodule ExBashkit.Server do
         key: key,
         parent: parent,
         queue: :queue.new(),
-        running: nil
+        running: nil,
+        relay: nil
       }
 
       {:ok, state}
@@ -546,6 +554,9 @@ defmodule ExBashkit.Server do
   end
 
   @impl true
+  def handle_call(request, from, %{relay: relay} = state) when relay != nil,
+    do: {:noreply, relay_call(request, from, state)}
+
   def handle_call(:cancel, _from, state), do: {:reply, Session.cancel(state.session), state}
 
   def handle_call({:migrate, node}, _from, state) when node == node(),
@@ -566,12 +577,12 @@ defmodule ExBashkit.Server do
   def handle_call(:"$ex_bashkit_claim_name", _from, state),
     do: {:reply, Naming.register(state.config.name, nil), state}
 
-  def handle_call(request, {pid, _} = from, state) do
+  def handle_call(request, from, state) do
     if Op.queued?(request) do
       entry = %{
         request: request,
         from: from,
-        mon: Process.monitor(pid),
+        mon: Process.monitor(Op.owner(request, from)),
         at: System.monotonic_time(:millisecond)
       }
 
@@ -582,9 +593,14 @@ defmodule ExBashkit.Server do
   end
 
   @impl true
+  def handle_cast(request, %{relay: relay} = state) when relay != nil do
+    GenServer.cast(relay.to, request)
+    {:noreply, state}
+  end
+
   def handle_cast({:cancel_stream, tag}, state) do
     case state.running do
-      %{request: {:stream, _, _, ^tag}} -> Session.cancel(state.session)
+      %{request: {:stream, _, _, {_, ^tag}}} -> Session.cancel(state.session)
       _ -> :idle
     end
 
@@ -594,6 +610,21 @@ defmodule ExBashkit.Server do
   def handle_cast(_other, state), do: {:noreply, state}
 
   @impl true
+  def handle_info({ref, reply}, %{relay: %{pending: pending}} = state)
+      when is_map_key(pending, ref) do
+    {from, pending} = Map.pop(pending, ref)
+    GenServer.reply(from, reply)
+    relay_or_stop(put_in(state.relay.pending, pending))
+  end
+
+  # The successor died: the relayed calls may or may not have run there;
+  # their callers get this exit (not `:normal`, so they do not retry).
+  def handle_info({:DOWN, mon, :process, _, _}, %{relay: %{mon: mon}} = state),
+    do: {:stop, {:shutdown, :successor_down}, state}
+
+  def handle_info(_message, %{relay: relay} = state) when relay != nil,
+    do: relay_or_stop(state)
+
   def handle_info({:op_done, pid}, %{running: %{pid: pid, mon: mon}} = state) do
     Process.demonitor(mon, [:flush])
     next(%{state | running: nil})
@@ -633,7 +664,9 @@ defmodule ExBashkit.Server do
       {:ok, new} ->
         Process.demonitor(entry.mon, [:flush])
         GenServer.reply(entry.from, {:ok, new})
-        {:stop, :normal, state}
+        relay = %{to: new, mon: Process.monitor(new), pending: %{}}
+        state = Enum.reduce(:queue.to_list(queue), %{state | relay: relay}, &relay_entry/2)
+        relay_or_stop(%{state | queue: :queue.new()})
 
       {:error, _} = error ->
         Process.demonitor(entry.mon, [:flush])
@@ -672,8 +705,6 @@ defmodule ExBashkit.Server do
       if Naming.hand_over(state.config.name, new) == :claim,
         do: GenServer.call(new, :"$ex_bashkit_claim_name", @remote_timeout)
 
-      forward_pending(state.queue, new)
-
       # The successor's checkpoint lives on its node now.
       if state.config.checkpoint and state.config.home != node,
         do: Checkpoints.delete(state.config.home, state.config.id)
@@ -708,28 +739,31 @@ defmodule ExBashkit.Server do
     end
   end
 
-  # Requests queued behind the migration, then whatever reached this process
-  # meanwhile, go to the successor, which answers their callers directly.
-  defp forward_pending(queue, new) do
-    for entry <- :queue.to_list(queue) do
-      Process.demonitor(entry.mon, [:flush])
-      send(new, {:"$gen_call", entry.from, entry.request})
+  # After a migration, this process relays: requests queued behind the
+  # migration, and any call that still reaches it (a caller that resolved
+  # the name just before the hand-over), go to the successor, and its
+  # answers come back through here. Relaying rather than forwarding keeps
+  # each caller's monitor on a live process until its answer is in. The
+  # relay stops, `:normal`, once nothing is pending and its mailbox is
+  # empty; a call that reaches it later was not served, and `call/2` tries
+  # the name again.
+  defp relay_entry(entry, state) do
+    Process.demonitor(entry.mon, [:flush])
+    relay_call(entry.request, entry.from, state)
+  end
+
+  defp relay_call(request, from, %{relay: relay} = state) do
+    ref = make_ref()
+    send(relay.to, {:"$gen_call", {self(), ref}, request})
+    put_in(state.relay.pending, Map.put(relay.pending, ref, from))
+  end
+
+  defp relay_or_stop(%{relay: %{pending: pending}} = state) when map_size(pending) == 0 do
+    case Process.info(self(), :message_queue_len) do
+      {:message_queue_len, 0} -> {:stop, :normal, state}
+      _ -> {:noreply, state}
     end
-
-    forward_mailbox(new)
   end
 
-  defp forward_mailbox(new) do
-    receive do
-      {:"$gen_call", _from, _request} = message -> forward(new, message)
-      {:"$gen_cast", _request} = message -> forward(new, message)
-    after
-      0 -> :ok
-    end
-  end
-
-  defp forward(new, message) do
-    send(new, message)
-    forward_mailbox(new)
-  end
+  defp relay_or_stop(state), do: {:noreply, state}
 end

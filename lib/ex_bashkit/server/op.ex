@@ -42,8 +42,8 @@ defmodule ExBashkit.Server.Op do
   @spec queued?(term()) :: boolean()
   def queued?({:exec, script, opts}) when is_binary(script) and is_list(opts), do: true
 
-  def queued?({:stream, script, opts, tag})
-      when is_binary(script) and is_list(opts) and is_reference(tag),
+  def queued?({:stream, script, opts, {consumer, tag}})
+      when is_binary(script) and is_list(opts) and is_pid(consumer) and is_reference(tag),
       do: true
 
   def queued?(request) when request in [:state, :reset], do: true
@@ -52,6 +52,13 @@ defmodule ExBashkit.Server.Op do
   def queued?({:fs, fun, args}) when fun in @mutating_fs or fun in @reading_fs, do: is_list(args)
   def queued?({:migrate, node}) when is_atom(node), do: true
   def queued?(_), do: false
+
+  @doc false
+  # The process whose death makes `request` moot: a stream's consumer, or
+  # the caller.
+  @spec owner(term(), GenServer.from()) :: pid()
+  def owner({:stream, _, _, {consumer, _tag}}, _from), do: consumer
+  def owner(_request, {caller, _}), do: caller
 
   @doc false
   # Whether cancelling the session stops this request (it runs a script).
@@ -105,7 +112,7 @@ defmodule ExBashkit.Server.Op do
     end
   end
 
-  defp do_run({:stream, script, opts, tag}, {caller, _} = from, arrived_ms, session, server) do
+  defp do_run({:stream, script, opts, target}, from, arrived_ms, session, server) do
     GenServer.reply(from, {:ok, server})
 
     case remaining(opts, arrived_ms) do
@@ -113,7 +120,7 @@ defmodule ExBashkit.Server.Op do
         {:error, "execution timed out (the :timeout_ms passed in the server's queue)"}
 
       opts ->
-        Session.exec(session, script, [{:stream_to, {caller, tag}} | opts])
+        Session.exec(session, script, [{:stream_to, target} | opts])
     end
   end
 
@@ -151,6 +158,10 @@ defmodule ExBashkit.Server.Op do
   defp mutating?({:fs, fun, _}, _reply), do: fun in @mutating_fs
   defp mutating?(_request, _reply), do: false
 
-  defp deliver({:stream, _, _, tag}, {caller, _}, reply), do: send(caller, {tag, {:done, reply}})
+  # Stream output goes to its consumer, which may not be the caller `from`
+  # names (a call relayed by the server's predecessor after a migration).
+  defp deliver({:stream, _, _, {consumer, tag}}, _from, reply),
+    do: send(consumer, {tag, {:done, reply}})
+
   defp deliver(_request, from, reply), do: GenServer.reply(from, reply)
 end

@@ -29,7 +29,9 @@ defmodule ExBashkit.Server do
   `:timeout_ms` (counted from its arrival at the server, queue time
   included) or the session's limit, never by `GenServer`'s 5 s default. If
   the caller of an exec dies, its script is cancelled and a queued request
-  of a dead caller is dropped, so a server never stays busy for nobody.
+  of a dead caller is dropped, so a server never stays busy for nobody. A
+  builtin or `:virtual_fs` backend must not call its own server: the call
+  would queue behind the script waiting for it, until `:builtin_timeout_ms`.
 
   ## Checkpoints
 

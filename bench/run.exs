@@ -6,12 +6,13 @@
 # every ratio in the report comes from one run. It writes BENCHMARKS.md and
 # the charts in bench/charts/.
 
-for file <- ~w(stats sampler raw cases chart report) do
+for file <- ~w(stats sampler raw cases otp_cases chart report) do
   Code.require_file("lib/#{file}.exs", __DIR__)
 end
 
 defmodule Bench.Run do
-  @groups ~w(echo new loop pipeline vfs builtin vfs_backend snapshot concurrency memory responsiveness construct)
+  @groups ~w(echo new loop pipeline vfs builtin vfs_backend snapshot concurrency memory responsiveness construct) ++
+            Bench.OtpCases.groups()
   # Groups the Rust harness knows (responsiveness is BEAM-only, construct
   # raw-only: where bashkit's construction time goes).
   @raw_groups ~w(echo new loop pipeline vfs builtin vfs_backend snapshot concurrency memory construct)
@@ -40,7 +41,7 @@ defmodule Bench.Run do
       raise ArgumentError, "unknown group #{g}; groups: #{Enum.join(@groups, ", ")}"
     end
 
-    unless Bench.Raw.available?() do
+    if Enum.any?(groups, &(&1 in @raw_groups)) and not Bench.Raw.available?() do
       IO.puts(
         :stderr,
         "raw harness #{Bench.Raw.binary()} is missing: run scripts/bench (it builds it)"
@@ -63,7 +64,7 @@ defmodule Bench.Run do
             acc ->
               IO.puts(:stderr, "==> #{group}#{if rounds > 1, do: " (round #{round}/#{rounds})"}")
               raw = if group in @raw_groups, do: Bench.Raw.run([group], quick?), else: []
-              ours = if group == "construct", do: [], else: Bench.Cases.run(group, quick?)
+              ours = ours(group, quick?)
               acc ++ raw ++ ours
           end
 
@@ -122,6 +123,14 @@ defmodule Bench.Run do
     end
 
     IO.puts(:stderr, "\nwrote #{out} and #{charts}/*.svg in #{meta.duration}")
+  end
+
+  defp ours("construct", _quick?), do: []
+
+  defp ours(group, quick?) do
+    if group in Bench.OtpCases.groups(),
+      do: Bench.OtpCases.run(group, quick?),
+      else: Bench.Cases.run(group, quick?)
   end
 
   # Samples of the same name from several rounds are pooled; anything else

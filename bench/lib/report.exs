@@ -209,6 +209,7 @@ defmodule Bench.Report do
       "![latency chart](bench/charts/latency.svg)\n\n",
       latency_table(r),
       extra_rows(r),
+      otp_table(r),
       "\n## Concurrency\n\n",
       "N sessions, each driven by its own caller (an Elixir process for ExBashkit, a tokio task ",
       "for raw), exec `echo hi` back to back; #{fmt_int(meta.concurrency_ops)} execs in all per level. ",
@@ -277,6 +278,33 @@ defmodule Bench.Report do
           "#{fmt_ratio(ratio(bash_m, ours_m))} |\n"
       end
     ]
+  end
+
+  # Bench.OtpCases: the pool, servers, checkpoints and migration.
+  @otp_rows [
+    {"`echo hi`, `ExBashkit.Pool.exec/2` (pooled session, reset after use)", "otp.pool_exec"},
+    {"`echo hi`, `ExBashkit.exec/1` (fresh interpreter)", "otp.exec_once"},
+    {"`echo hi`, `Session.exec/2` (held session)", "otp.session_exec"},
+    {"`echo hi`, `Server.exec/2`", "otp.server_exec"},
+    {"`echo hi`, `Server.exec/2`, `checkpoint: true`", "otp.server_exec.checkpoint"},
+    {"`echo hi`, `Server.exec/2`, 1 MB of files", "otp.server_exec_1mb"},
+    {"`echo hi`, `Server.exec/2`, 1 MB of files, `checkpoint: true`",
+     "otp.server_exec_1mb.checkpoint"},
+    {"`Server.migrate/2`, 1 MB of files, to a peer node on 127.0.0.1 or back", "otp.migrate_1mb"}
+  ]
+
+  defp otp_table(r) do
+    rows = for {label, name} <- @otp_rows, r["ours/" <> name], do: {label, name}
+
+    if rows == [] do
+      ""
+    else
+      [
+        "\n## Pool, servers, checkpoints, migration\n\n",
+        "| case | ExBashkit |\n|---|---|\n",
+        for({label, name} <- rows, do: "| #{label} | #{cell(r, "ours/", name)} |\n")
+      ]
+    end
   end
 
   defp extra_rows(r) do

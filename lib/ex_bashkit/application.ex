@@ -1,13 +1,30 @@
 defmodule ExBashkit.Application do
-  @moduledoc false
-  # ExBashkit's supervision tree: the worker processes of
-  # `isolation: :process` (`ExBashkit.WorkerPool`).
+  @moduledoc """
+  The OTP application of ExBashkit: the processes the library itself needs.
+
+    * `ExBashkit.WorkerPool` supervises the worker OS processes that run
+      sessions with `isolation: :process` (the default).
+    * `ExBashkit.Server.Checkpoints` owns the table where checkpointing
+      servers keep their last state, so that it outlives a crashed server.
+    * `ExBashkit.Server.Supervisor`, a `DynamicSupervisor`, holds the servers
+      that `ExBashkit.Server.migrate/2` starts on this node.
+
+  Sessions and pools of your own belong in your supervision tree, not here.
+  """
 
   use Application
 
   @impl true
   def start(_type, _args) do
-    children = [ExBashkit.WorkerPool]
-    Supervisor.start_link(children, strategy: :one_for_one, name: ExBashkit.Supervisor)
+    Supervisor.start_link(children(), strategy: :one_for_one, name: ExBashkit.Supervisor)
+  end
+
+  # The checkpoint store before the servers: they may read it in `init`.
+  defp children do
+    [
+      ExBashkit.WorkerPool,
+      ExBashkit.Server.Checkpoints,
+      {DynamicSupervisor, name: ExBashkit.Server.Supervisor, strategy: :one_for_one}
+    ]
   end
 end

@@ -1,0 +1,73 @@
+defmodule ExBashkit.Test.Cluster do
+  @moduledoc false
+  # A small real cluster for tests of `ExBashkit.Server` across nodes: this
+  # VM made distributed (epmd started when needed) and `:peer` nodes on
+  # 127.0.0.1 running the `:ex_bashkit` application from this VM's code path.
+  #
+  # Unlike `ExBashkit.Test.PeerNode`, there is no fallback: these tests are
+  # about Erlang distribution (`:global`, links and monitors across nodes),
+  # so a VM that cannot become distributed fails them.
+
+  @doc false
+  # Start a peer node running `:ex_bashkit`; returns `{peer_pid, node}`.
+  @spec start_peer!() :: {pid(), node()}
+  def start_peer! do
+    distribute!()
+    args = Enum.flat_map(:code.get_path(), fn dir -> [~c"-pa", dir] end)
+
+    {:ok, pid, node} =
+      :peer.start(%{
+        name: :peer.random_name(~c"ex_bashkit_peer"),
+        host: ~c"127.0.0.1",
+        longnames: true,
+        args: args
+      })
+
+    {:ok, _} = :erpc.call(node, Application, :ensure_all_started, [:ex_bashkit], 30_000)
+    # `:global` names are shared once the nodes have synced.
+    :ok = :global.sync()
+    {pid, node}
+  end
+
+  @doc false
+  @spec stop_peer({pid(), node()}) :: :ok
+  def stop_peer({pid, _node}) do
+    :peer.stop(pid)
+  catch
+    :exit, _ -> :ok
+  end
+
+  @doc false
+  # Poll `fun` every 10 ms until it returns a truthy value, for at most
+  # `timeout` ms; raise past it. Returns the value.
+  @spec eventually((() -> term()), pos_integer()) :: term()
+  def eventually(fun, timeout \\ 10_000) do
+    deadline = System.monotonic_time(:millisecond) + timeout
+    poll(fun, deadline)
+  end
+
+  defp poll(fun, deadline) do
+    cond do
+      value = fun.() ->
+        value
+
+      System.monotonic_time(:millisecond) > deadline ->
+        raise "condition not met in time"
+
+      true ->
+        Process.sleep(10)
+        poll(fun, deadline)
+    end
+  end
+
+  defp distribute! do
+    unless Node.alive?() do
+      epmd = System.find_executable("epmd") || raise "epmd not found: cannot start distribution"
+      {_, 0} = System.cmd(epmd, ["-daemon"], stderr_to_stdout: true)
+      name = :"ex_bashkit_test_#{System.unique_integer([:positive])}@127.0.0.1"
+      {:ok, _} = :net_kernel.start([name, :longnames])
+    end
+
+    :ok
+  end
+end

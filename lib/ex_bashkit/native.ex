@@ -50,4 +50,12 @@ defmodule ExBashkit.Native do
     do: :erlang.nif_error(:nif_not_loaded)
 
   def session_new_inline(_config), do: :erlang.nif_error(:nif_not_loaded)
+
+  # Search and runtime mounts: submitted like exec, answered by message
+  # (`native/ex_bashkit/src/search.rs`, `runtime_mounts.rs`).
+  def session_glob(_session, _request, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+  def session_grep(_session, _request, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+  def session_mount(_session, _spec, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+  def session_unmount(_session, _vfs_path, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+  def session_describe(_session), do: :erlang.nif_error(:nif_not_loaded)
 end

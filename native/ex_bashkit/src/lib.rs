@@ -30,6 +30,8 @@ mod options;
 mod python;
 mod reply;
 mod runtime;
+mod runtime_mounts;
+mod search;
 mod session;
 mod snapshot;
 mod vfs;
@@ -273,6 +275,74 @@ fn session_new_inline(env: Env, config: SessionConfig) -> Term {
     // Tell the VM this call used part of its time slice (about 40 µs of 1 ms).
     rustler::schedule::consume_timeslice(env, 4);
     term
+}
+
+// -- search and runtime mounts: jobs on the runtime, answered by message ---
+
+/// `ExBashkit.Search.glob/3`: answers `{:ok, [path]} | {:error, message}`.
+#[rustler::nif]
+fn session_glob<'a>(
+    env: Env<'a>,
+    session: Session,
+    request: search::GlobRequest,
+    pid: LocalPid,
+    reference: Term<'a>,
+) -> Term<'a> {
+    submit(env, pid, reference, |reply| {
+        search::glob(session, request, reply)
+    })
+}
+
+/// `ExBashkit.Search.grep/3`: answers `{:ok, [{path, line_number, line}]}`,
+/// `{:error, {:invalid_regex, message}}` or `{:error, message}`.
+#[rustler::nif]
+fn session_grep<'a>(
+    env: Env<'a>,
+    session: Session,
+    request: search::GrepRequest,
+    pid: LocalPid,
+    reference: Term<'a>,
+) -> Term<'a> {
+    submit(env, pid, reference, |reply| {
+        search::grep(session, request, reply)
+    })
+}
+
+/// `ExBashkit.Session.mount/4`: answers `:ok | {:error, message}`.
+#[rustler::nif]
+fn session_mount<'a>(
+    env: Env<'a>,
+    session: Session,
+    spec: options::MountSpec,
+    pid: LocalPid,
+    reference: Term<'a>,
+) -> Term<'a> {
+    submit(env, pid, reference, |reply| {
+        runtime_mounts::mount(session, spec, reply)
+    })
+}
+
+/// `ExBashkit.Session.unmount/2`: answers `:ok | {:error, message}`.
+#[rustler::nif]
+fn session_unmount<'a>(
+    env: Env<'a>,
+    session: Session,
+    vfs_path: String,
+    pid: LocalPid,
+    reference: Term<'a>,
+) -> Term<'a> {
+    submit(env, pid, reference, |reply| {
+        runtime_mounts::unmount(session, vfs_path, reply)
+    })
+}
+
+/// `{:ok, map}`: the session's grants (mounts now, network, limits).
+#[rustler::nif]
+fn session_describe(env: Env, session: Session) -> Term {
+    match guard::catch(|| runtime_mounts::describe(env, &session)) {
+        Ok(term) => term,
+        Err(panic) => (error(), format!("internal error: {panic}")).encode(env),
+    }
 }
 
 /// Read `[worker_threads: n, max_script_threads: n, stack_size: bytes]`

@@ -58,6 +58,10 @@ pub struct SessionResource {
     interrupt: Arc<Interrupt>,
     /// What `new/1` asked for, to rebuild on `reset`.
     config: Arc<SessionConfig>,
+    /// The host mounts in place now: `new/1`'s, plus and minus the runtime
+    /// ones (see `runtime_mounts.rs`). Changed only under the interpreter
+    /// lock.
+    pub host_mounts: Mutex<Vec<options::MountSpec>>,
 }
 
 // The resource is only touched through its locks and atomics, so a panic
@@ -112,8 +116,29 @@ impl SessionResource {
             tickets: Mutex::new(HashMap::new()),
             channel,
             interrupt,
+            host_mounts: Mutex::new(config.mounts.clone()),
             config: Arc::new(config),
         })
+    }
+
+    /// What `new/1` asked for.
+    pub fn config(&self) -> &SessionConfig {
+        &self.config
+    }
+
+    /// The interpreter between scripts, for jobs that read the filesystem
+    /// (search): back-calls of `:virtual_fs` backends go to `caller` while
+    /// the returned guard lives.
+    pub async fn hold(&self, caller: &SharedCaller) -> Held<'_> {
+        let bash = self.bash.lock().await;
+        // A cancel or timeout of an earlier exec leaves the interrupt
+        // raised until the next exec re-arms it; re-arm it for this job.
+        self.interrupt.clear();
+        let attached = self.channel.as_ref().map(|c| c.attach(Arc::clone(caller)));
+        Held {
+            _attached: attached,
+            bash,
+        }
     }
 
     /// The session's filesystem, as scripts see it.
@@ -164,6 +189,20 @@ impl SessionResource {
             }
             None => false,
         }
+    }
+}
+
+/// The interpreter held by a job, with back-calls routed to its caller.
+pub struct Held<'a> {
+    // Dropped first: back-calls stop being routed before the lock goes.
+    _attached: Option<crate::callbacks::AttachGuard>,
+    bash: tokio::sync::MutexGuard<'a, Bash>,
+}
+
+impl Held<'_> {
+    /// The filesystem scripts see.
+    pub fn fs(&self) -> Arc<dyn FileSystem> {
+        self.bash.fs()
     }
 }
 
@@ -282,7 +321,9 @@ pub fn exec(
                 false => None,
             };
             let options = bashkit_options(&mut call, &caller);
+            let metering = Metering::start(&bash);
             let result = bash.exec_with_options(&script, options).await;
+            let metrics = metering.stop(&bash);
             let changes = match before {
                 Some(before) => Some(changes::diff(
                     &before,
@@ -290,7 +331,7 @@ pub fn exec(
                 )),
                 None => None,
             };
-            ExecOutcome::new(result, changes, &ticket, call.timeout_ms)
+            ExecOutcome::new(result, changes, metrics, &ticket, call.timeout_ms)
         })
         .await;
         forget(&session, id);
@@ -307,7 +348,12 @@ pub fn exec_once(script: String, reply: ReplyTo) {
         let mut used = None;
         let outcome = guard::catch_future(async {
             match options::build_bash(&SessionConfig::default(), None, None) {
-                Ok(bash) => ExecOutcome::plain(used.insert(bash).exec(&script).await),
+                Ok(bash) => {
+                    let bash = used.insert(bash);
+                    let metering = Metering::start(bash);
+                    let result = bash.exec(&script).await;
+                    ExecOutcome::plain(result, metering.stop(bash))
+                }
                 Err(message) => ExecOutcome::Error(message),
             }
         })
@@ -317,16 +363,45 @@ pub fn exec_once(script: String, reply: ReplyTo) {
     });
 }
 
+/// What one exec cost: commands run (bashkit's cumulative counter, before
+/// and after) and wall-clock time in the interpreter, queueing excluded.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Metrics {
+    pub commands: u64,
+    pub wall_time_us: u64,
+}
+
+struct Metering {
+    started: Instant,
+    commands: u64,
+}
+
+impl Metering {
+    fn start(bash: &Bash) -> Self {
+        Self {
+            started: Instant::now(),
+            commands: bash.session_counters().0,
+        }
+    }
+
+    fn stop(self, bash: &Bash) -> Metrics {
+        Metrics {
+            commands: bash.session_counters().0.saturating_sub(self.commands),
+            wall_time_us: u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        }
+    }
+}
+
 /// What an exec ended with, ready to encode.
 pub enum ExecOutcome {
-    Ok(Box<ExecResult>, Option<Changes>),
+    Ok(Box<ExecResult>, Option<Changes>, Metrics),
     Error(String),
 }
 
 impl ExecOutcome {
-    fn plain(result: bashkit::Result<ExecResult>) -> Self {
+    fn plain(result: bashkit::Result<ExecResult>, metrics: Metrics) -> Self {
         match result {
-            Ok(result) => ExecOutcome::Ok(Box::new(result), None),
+            Ok(result) => ExecOutcome::Ok(Box::new(result), None, metrics),
             Err(error) => ExecOutcome::Error(errors::describe(&error)),
         }
     }
@@ -334,11 +409,12 @@ impl ExecOutcome {
     fn new(
         result: bashkit::Result<ExecResult>,
         changes: Option<Changes>,
+        metrics: Metrics,
         ticket: &ExecTicket,
         timeout_ms: Option<u64>,
     ) -> Self {
         match result {
-            Ok(result) => ExecOutcome::Ok(Box::new(result), changes),
+            Ok(result) => ExecOutcome::Ok(Box::new(result), changes, metrics),
             // Our watchdog and `cancel/1` stop a script through the same
             // token; say which one did.
             Err(_) if ticket.timed_out() => ExecOutcome::Error(format!(
@@ -359,11 +435,11 @@ impl ExecOutcome {
 
 impl Payload for ExecOutcome {
     /// `{:ok, {stdout, stderr, exit_code, stdout_truncated, stderr_truncated,
-    /// changes}}` with `changes` `nil` or `{created, modified, deleted,
-    /// complete?}`; or `{:error, message}`.
+    /// changes, {commands, wall_time_us}}}` with `changes` `nil` or
+    /// `{created, modified, deleted, complete?}`; or `{:error, message}`.
     fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
         match self {
-            ExecOutcome::Ok(result, changes) => {
+            ExecOutcome::Ok(result, changes, metrics) => {
                 let changes = match changes {
                     Some(c) => (&c.created, &c.modified, &c.deleted, c.complete).encode(env),
                     None => rustler::types::atom::nil().encode(env),
@@ -375,6 +451,7 @@ impl Payload for ExecOutcome {
                     result.stdout_truncated,
                     result.stderr_truncated,
                     changes,
+                    (metrics.commands, metrics.wall_time_us),
                 );
                 (reply::ok(), fields).encode(env)
             }
@@ -464,6 +541,7 @@ pub fn reset(session: ResourceArc<SessionResource>, reply: ReplyTo) {
             options::prepare(&fresh, config, session.channel.as_ref()).await?;
             *session.fs.write() = fresh.fs();
             *bash = fresh;
+            *session.host_mounts.lock() = config.mounts.clone();
             Ok::<(), String>(())
         })
         .await;

@@ -622,12 +622,9 @@ fn class(chars: &[char], start: usize) -> Option<(String, usize)> {
         match c {
             '-' if !first && chars.get(i + 1) != Some(&']') => out.push('-'),
             '/' => return None,
-            other => {
-                // Escape everything else: `\`, `[`, `&`, `~`, `^` have
-                // meanings inside a Rust regex class.
-                out.push('\\');
-                out.push(other);
-            }
+            // `\`, `[`, `&`, `~`, `^` have meanings inside a Rust regex
+            // class: escaped; letters and digits must not be.
+            other => out.push_str(&regex::escape(&other.to_string())),
         }
         first = false;
         i += 1;

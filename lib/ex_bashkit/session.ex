@@ -676,20 +676,18 @@ defmodule ExBashkit.Session do
     * `snapshot/2` captures no mounts, runtime or not (nor the host files
       under them); `restore/3` keeps the mounts the target has at that
       moment, runtime ones included.
-    * `track_changes: true` sees writes under runtime mounts as under any
-      other host mount.
 
   ## Examples
 
       iex> dir = Path.join(System.tmp_dir!(), "ex_bashkit_mount_doc")
       iex> File.mkdir_p!(dir)
-      iex> File.write!(Path.join(dir, "hello.txt"), "hi\n")
+      iex> File.write!(Path.join(dir, "hello.txt"), "hi\\n")
       iex> session = ExBashkit.Session.new()
       iex> ExBashkit.Session.mount(session, "/data", dir)
       :ok
       iex> {:ok, result} = ExBashkit.Session.exec(session, "cat /data/hello.txt")
       iex> result.stdout
-      "hi\n"
+      "hi\\n"
       iex> ExBashkit.Session.unmount(session, "/data")
       :ok
   """

@@ -12,7 +12,8 @@
 //! `interrupt` and `watchdog` (cancel, per-call timeouts), `changes` (file
 //! tracking), `snapshot` (snapshot/restore), `python` (the `:python`
 //! builtin), `reply` (messages to Elixir), `errors` (messages), `guard`
-//! (panics).
+//! (panics), `search` (glob/grep over a session's filesystem),
+//! `runtime_mounts` (mount/unmount while a session lives).
 
 mod allocator;
 mod builtins;

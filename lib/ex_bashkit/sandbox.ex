@@ -59,6 +59,14 @@ defmodule ExBashkit.Sandbox do
   The filesystem is the session's: in-memory files, host mounts,
   `:virtual_fs` backends.
 
+  ## Concurrency
+
+  Calls on one sandbox run one at a time, in arrival order. With
+  `persistent: false` the shell-state reset and the command are two steps:
+  two processes calling `exec/3` on one sandbox at the same moment may see
+  each other's `cd`/`export` (files are shared either way). Condukt calls a
+  sandbox's tools one at a time; give concurrent callers a sandbox each.
+
   ## Errors
 
   `read_file/2` and `edit_file/4` return `{:error, :enoent}` for a missing

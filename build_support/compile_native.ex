@@ -17,6 +17,8 @@ defmodule Mix.Tasks.Compile.ExBashkitNative do
 
   @crate "native/ex_bashkit"
   @lib_name "ex_bashkit"
+  # The worker executable of `isolation: :process`, a bin target of the crate.
+  @worker_name "ex_bashkit_worker"
 
   @impl true
   def run(_args) do
@@ -33,7 +35,10 @@ defmodule Mix.Tasks.Compile.ExBashkitNative do
       {_, code} -> Mix.raise("cargo build failed (exit #{code})")
     end
 
-    install(Path.join([target_dir(), profile, built_file_name()]))
+    built = Path.join(target_dir(), profile)
+    install(Path.join(built, built_file_name()), "#{@lib_name}.so")
+    install(Path.join(built, @worker_name <> exe_suffix()), @worker_name <> exe_suffix())
+    Mix.Project.build_structure()
     {:ok, []}
   end
 
@@ -49,19 +54,20 @@ defmodule Mix.Tasks.Compile.ExBashkitNative do
     end
   end
 
+  defp exe_suffix, do: if(match?({:win32, _}, :os.type()), do: ".exe", else: "")
+
   # `:erlang.load_nif/2` appends `.so` on every unix, macOS included.
-  defp install(built) do
+  defp install(built, name) do
     dest_dir = Path.join(["priv", "native"])
-    dest = Path.join(dest_dir, "#{@lib_name}.so")
+    dest = Path.join(dest_dir, name)
     File.mkdir_p!(dest_dir)
 
     unless same_file?(built, dest) do
       tmp = dest <> ".tmp#{System.unique_integer([:positive])}"
       File.cp!(built, tmp)
+      File.chmod!(tmp, File.stat!(built).mode)
       File.rename!(tmp, dest)
     end
-
-    Mix.Project.build_structure()
   end
 
   defp same_file?(a, b) do

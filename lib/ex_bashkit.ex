@@ -19,7 +19,7 @@ defmodule ExBashkit do
       "HELLO\\n"
   """
 
-  alias ExBashkit.{Callbacks, Native, Result, Session}
+  alias ExBashkit.{Backend, Callbacks, Result, Session}
 
   @doc """
   Run `script` in a fresh interpreter with default settings.
@@ -39,13 +39,11 @@ defmodule ExBashkit do
   """
   @spec exec(String.t()) :: {:ok, Result.t()} | {:error, String.t()}
   def exec(script) when is_binary(script) do
-    with :ok <- Session.check_script(script) do
-      ref = make_ref()
+    isolation = Session.Options.default_isolation()
 
-      case Native.exec_once(script, self(), ref) do
-        :ok -> Callbacks.await(ref, Callbacks.no_callbacks())
-        {:error, _} = error -> error
-      end
+    with :ok <- Session.check_script(script),
+         {:ok, ref} <- Backend.exec_once(script, isolation, %{}) do
+      Callbacks.await(ref, Callbacks.no_callbacks())
     end
   end
 end

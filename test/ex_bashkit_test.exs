@@ -47,4 +47,24 @@ defmodule ExBashkitTest do
 
     assert results == Enum.map(1..50, &"#{&1}\n")
   end
+
+  test "a caller that dies cancels its script" do
+    before = ExBashkit.Backend.running_scripts()
+    {pid, ref} = spawn_monitor(fn -> ExBashkit.exec("sleep 60") end)
+
+    ExBashkit.Test.Health.wait_until(
+      fn -> ExBashkit.Backend.running_scripts() > before end,
+      10_000,
+      "the script to start"
+    )
+
+    Process.exit(pid, :kill)
+    assert_receive {:DOWN, ^ref, :process, ^pid, :killed}
+
+    ExBashkit.Test.Health.wait_until(
+      fn -> ExBashkit.Backend.running_scripts() <= before end,
+      10_000,
+      "the script to be cancelled"
+    )
+  end
 end

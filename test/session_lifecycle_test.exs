@@ -11,13 +11,13 @@ defmodule ExBashkit.SessionLifecycleTest do
     # can only be compared as "at most" (the in-process check counts this
     # test's own 50 sessions against a floor, not against `before`).
     for p <- Process.list(), do: :erlang.garbage_collect(p)
-    before = ExBashkit.Native.live_sessions()
+    before = ExBashkit.Backend.live_sessions()
 
     {pid, ref} =
       spawn_monitor(fn ->
         sessions = for _ <- 1..50, do: Session.new(files: %{"/f" => "x"})
         Enum.each(sessions, fn s -> {:ok, _} = Session.exec(s, "echo hi") end)
-        send(self(), {:alive, ExBashkit.Native.live_sessions()})
+        send(self(), {:alive, ExBashkit.Backend.live_sessions()})
         receive do: ({:alive, n} -> true = n >= 50)
       end)
 
@@ -26,12 +26,12 @@ defmodule ExBashkit.SessionLifecycleTest do
     # sessions) is released, and an interpreter task holds its session until
     # just after replying: poll instead of reading the count once.
     assert freed_down_to?(before, 200),
-           "live sessions stayed at #{ExBashkit.Native.live_sessions()}"
+           "live sessions stayed at #{ExBashkit.Backend.live_sessions()}"
   end
 
   defp freed_down_to?(target, tries) do
     cond do
-      ExBashkit.Native.live_sessions() <= target ->
+      ExBashkit.Backend.live_sessions() <= target ->
         true
 
       tries == 0 ->

@@ -23,7 +23,8 @@ defmodule ExBashkit.Callbacks do
   # The runner (unlinked, so nothing it does can take the caller down)
   # spawns a monitored *worker* that calls the user's function, normalizes
   # whatever it returned into the small set of shapes the NIF decodes, and
-  # answers with `ExBashkit.Native.callback_reply(call_id, answer)`:
+  # answers through `ExBashkit.Backend.callback_reply/3` (the NIF's
+  # `callback_reply/2` in the node, a frame to the worker otherwise):
   #
   #   {:command, stdout, stderr, exit_code}           builtin outcome
   #   :done | {:data, binary} | {:entries, [{name, kind}]}
@@ -45,7 +46,7 @@ defmodule ExBashkit.Callbacks do
   # the lock its own caller holds, so `ExBashkit.Session.exec/3` refuses it at
   # once with `{:error, _}`.
 
-  alias ExBashkit.{Native, Result}
+  alias ExBashkit.{Backend, Result}
 
   @chain_key :"$ex_bashkit_waiting_sessions"
   @kinds [:file, :dir, :symlink]
@@ -55,6 +56,7 @@ defmodule ExBashkit.Callbacks do
   @typedoc "What a waiting exec needs to serve back-calls."
   @type context :: %{
           resource: reference() | nil,
+          location: Backend.location(),
           builtins: map(),
           virtual_fs: map(),
           timeout: pos_integer()
@@ -62,7 +64,8 @@ defmodule ExBashkit.Callbacks do
 
   @doc false
   @spec no_callbacks() :: context()
-  def no_callbacks, do: %{resource: nil, builtins: %{}, virtual_fs: %{}, timeout: 30_000}
+  def no_callbacks,
+    do: %{resource: nil, location: :in_node, builtins: %{}, virtual_fs: %{}, timeout: 30_000}
 
   @doc false
   # Whether this process is serving a back-call of a script on `resource`.
@@ -89,9 +92,17 @@ defmodule ExBashkit.Callbacks do
   @spec await_reply(reference()) :: term()
   def await_reply(ref) do
     receive do
-      {:ex_bashkit_reply, ^ref, reply} -> reply
+      {:ex_bashkit_reply, ^ref, reply} ->
+        Process.demonitor(ref, [:flush])
+        reply
+
+      {:DOWN, ^ref, :process, _, reason} ->
+        {:error, worker_down(reason)}
     end
   end
+
+  # For a session in a worker process, `ref` monitors the worker's owner.
+  defp worker_down(reason), do: "worker process exited: #{inspect(reason)}"
 
   @doc false
   # Wait for the raw answer of a job that is not an exec but may make
@@ -100,7 +111,11 @@ defmodule ExBashkit.Callbacks do
   def await_reply(ref, context) do
     receive do
       {:ex_bashkit_reply, ^ref, reply} ->
+        Process.demonitor(ref, [:flush])
         reply
+
+      {:DOWN, ^ref, :process, _, reason} ->
+        {:error, worker_down(reason)}
 
       {:ex_bashkit_callback, ^ref, {call_id, request}} ->
         dispatch(call_id, request, context)
@@ -116,10 +131,15 @@ defmodule ExBashkit.Callbacks do
   def next(ref, context) do
     receive do
       {:ex_bashkit_reply, ^ref, {:ok, native}} ->
+        Process.demonitor(ref, [:flush])
         {:done, {:ok, Result.from_native(native)}}
 
       {:ex_bashkit_reply, ^ref, {:error, message}} ->
+        Process.demonitor(ref, [:flush])
         {:done, {:error, message}}
+
+      {:DOWN, ^ref, :process, _, reason} ->
+        {:done, {:error, worker_down(reason)}}
 
       {:ex_bashkit_output, ^ref, {stdout, stderr}} ->
         {:output, stdout, stderr}
@@ -133,16 +153,17 @@ defmodule ExBashkit.Callbacks do
   defp dispatch(call_id, request, context) do
     chain = [context.resource | Process.get(@chain_key, [])]
     {job, on_failure} = job(request, context)
-    spawn(fn -> run(call_id, job, on_failure, context.timeout, chain) end)
+    reply = &Backend.callback_reply(context.location, call_id, &1)
+    spawn(fn -> run(reply, job, on_failure, context.timeout, chain) end)
   end
 
   # -- runner -----------------------------------------------------------------
 
-  defp run(call_id, job, on_failure, timeout, chain) do
+  defp run(reply, job, on_failure, timeout, chain) do
     {pid, mref} =
       spawn_monitor(fn ->
         Process.put(@chain_key, chain)
-        Native.callback_reply(call_id, job.())
+        reply.(job.())
       end)
 
     receive do
@@ -150,11 +171,11 @@ defmodule ExBashkit.Callbacks do
         :ok
 
       {:DOWN, ^mref, :process, ^pid, reason} ->
-        Native.callback_reply(call_id, on_failure.({:died, reason}))
+        reply.(on_failure.({:died, reason}))
     after
       timeout ->
         Process.exit(pid, :kill)
-        Native.callback_reply(call_id, on_failure.({:timeout, timeout}))
+        reply.(on_failure.({:timeout, timeout}))
     end
   end
 

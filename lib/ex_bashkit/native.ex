@@ -26,33 +26,33 @@ defmodule ExBashkit.Native do
   end
 
   def session_new(_config), do: :erlang.nif_error(:nif_not_loaded)
+  def session_new_inline(_config), do: :erlang.nif_error(:nif_not_loaded)
   def session_exec(_session, _script, _opts, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def exec_once(_script, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def session_info(_session), do: :erlang.nif_error(:nif_not_loaded)
   def live_sessions, do: :erlang.nif_error(:nif_not_loaded)
+  def running_scripts, do: :erlang.nif_error(:nif_not_loaded)
   def callback_reply(_call_id, _answer), do: :erlang.nif_error(:nif_not_loaded)
   def session_cancel(_session), do: :erlang.nif_error(:nif_not_loaded)
   def session_cancel_exec(_session, _id), do: :erlang.nif_error(:nif_not_loaded)
   def session_state(_session, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def session_reset(_session, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
-  def fs_read(_session, _path), do: :erlang.nif_error(:nif_not_loaded)
-  def fs_write(_session, _path, _content), do: :erlang.nif_error(:nif_not_loaded)
-  def fs_list(_session, _path), do: :erlang.nif_error(:nif_not_loaded)
-  def fs_mkdir(_session, _path, _parents), do: :erlang.nif_error(:nif_not_loaded)
-  def fs_remove(_session, _path, _recursive), do: :erlang.nif_error(:nif_not_loaded)
-  def fs_rename(_session, _from, _to), do: :erlang.nif_error(:nif_not_loaded)
-  def fs_stat(_session, _path), do: :erlang.nif_error(:nif_not_loaded)
-
-  # Snapshot / restore: submitted like exec, answered by message.
   def session_snapshot(_session, _request, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
 
   def session_restore(_session, _bytes, _key, _pid, _ref),
     do: :erlang.nif_error(:nif_not_loaded)
 
-  def session_new_inline(_config), do: :erlang.nif_error(:nif_not_loaded)
+  # The filesystem API: one request term (see `fs_api.rs`), answered here.
+  def fs_call(_session, _request), do: :erlang.nif_error(:nif_not_loaded)
 
-  # Search and runtime mounts: submitted like exec, answered by message
-  # (`native/ex_bashkit/src/search.rs`, `runtime_mounts.rs`).
+  # `isolation: :process`: the node's handle on a session in a worker, and
+  # the watchdog's SIGKILL.
+  def remote_session(_worker, _sid), do: :erlang.nif_error(:nif_not_loaded)
+  def kill_os_process(_os_pid), do: :erlang.nif_error(:nif_not_loaded)
+
+  # Search and runtime mounts (`native/ex_bashkit/src/search.rs`,
+  # `runtime_mounts.rs`): submitted like state/reset, answered by message;
+  # `session_describe/1` answers at once.
   def session_glob(_session, _request, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def session_grep(_session, _request, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def session_mount(_session, _spec, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)

@@ -25,7 +25,7 @@ defmodule ExBashkit.Search do
       {:ok, [%{path: "lib/a.ex", line_number: 1, line: "defmodule A do"}]}
   """
 
-  alias ExBashkit.{Callbacks, Native}
+  alias ExBashkit.{Backend, Callbacks}
 
   @default_max_entries 100_000
   @default_max_bytes 64 * 1024 * 1024
@@ -85,7 +85,7 @@ defmodule ExBashkit.Search do
         timeout_ms: pos!(opts, :timeout_ms, @default_timeout_ms)
       }
 
-      run(session, &Native.session_glob(&1, request, &2, &3))
+      run(session, :glob, request)
     end
   end
 
@@ -149,7 +149,7 @@ defmodule ExBashkit.Search do
         timeout_ms: pos!(opts, :timeout_ms, @default_timeout_ms)
       }
 
-      with {:ok, matches} <- run(session, &Native.session_grep(&1, request, &2, &3)) do
+      with {:ok, matches} <- run(session, :grep, request) do
         {:ok,
          Enum.map(matches, fn {path, number, line} ->
            %{path: path, line_number: number, line: line}
@@ -159,19 +159,19 @@ defmodule ExBashkit.Search do
   end
 
   # Submit the job and wait for its answer, serving :virtual_fs back-calls.
-  defp run(%ExBashkit.Session{resource: resource} = session, submit) do
+  defp run(%ExBashkit.Session{resource: resource, location: location} = session, op, request) do
     if Callbacks.reentrant?(resource) do
       {:error, "re-entrant call: this session is running the script that made it"}
     else
-      ref = make_ref()
-      :ok = submit.(resource, self(), ref)
-
-      Callbacks.await_reply(ref, %{
-        resource: resource,
-        builtins: session.builtins,
-        virtual_fs: session.virtual_fs,
-        timeout: session.callback_timeout_ms
-      })
+      with {:ok, ref} <- Backend.submit(resource, location, op, [request]) do
+        Callbacks.await_reply(ref, %{
+          resource: resource,
+          location: location,
+          builtins: session.builtins,
+          virtual_fs: session.virtual_fs,
+          timeout: session.callback_timeout_ms
+        })
+      end
     end
   end
 

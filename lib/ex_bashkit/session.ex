@@ -297,16 +297,25 @@ defmodule ExBashkit.Session do
   `wget -q -O -`; a bundle such as `-sL` is ignored.
   """
 
-  alias ExBashkit.{Callbacks, Native, Result}
+  alias ExBashkit.{Backend, Callbacks, Result}
   alias ExBashkit.Session.Options
 
   @u64_max 0xFFFF_FFFF_FFFF_FFFF
 
   @enforce_keys [:resource]
-  defstruct [:resource, builtins: %{}, virtual_fs: %{}, callback_timeout_ms: 30_000]
+  defstruct [
+    :resource,
+    location: :in_node,
+    timeout_ms: nil,
+    builtins: %{},
+    virtual_fs: %{},
+    callback_timeout_ms: 30_000
+  ]
 
   @opaque t :: %__MODULE__{
             resource: reference(),
+            location: ExBashkit.Backend.location(),
+            timeout_ms: pos_integer() | nil,
             builtins: %{optional(String.t()) => (map() -> term())},
             virtual_fs: %{optional(String.t()) => term()},
             callback_timeout_ms: pos_integer()
@@ -379,11 +388,14 @@ defmodule ExBashkit.Session do
   @spec new([option()]) :: t()
   def new(opts \\ []) do
     parsed = Options.parse!(opts)
+    native = parsed.native
 
-    case create(parsed.native) do
-      {:ok, resource} ->
+    case Backend.new(native, parsed.isolation, Options.inline?(native)) do
+      {:ok, resource, location} ->
         %__MODULE__{
           resource: resource,
+          location: location,
+          timeout_ms: native.limits[:timeout_ms],
           builtins: parsed.builtins,
           virtual_fs: parsed.virtual_fs,
           callback_timeout_ms: parsed.callback_timeout_ms
@@ -393,16 +405,6 @@ defmodule ExBashkit.Session do
         raise ArgumentError, "ExBashkit.Session.new/1: " <> message
     end
   end
-
-  # A configuration that only describes in-memory state builds in tens of
-  # microseconds: do it on the calling scheduler rather than pay the round
-  # trip to a dirty scheduler. Seeding files, host mounts, a cwd to create or
-  # an embedded runtime may take longer: those go to a dirty scheduler.
-  defp create(%{files: [], mounts: [], allowed_mount_paths: nil, cwd: "/"} = native)
-       when native.python == [] and native.virtual_fs == [] and native.builtins == [],
-       do: Native.session_new_inline(native)
-
-  defp create(native), do: Native.session_new(native)
 
   @doc """
   Execute `script` against `session`, mutating it in place.
@@ -457,17 +459,19 @@ defmodule ExBashkit.Session do
   end
 
   # Validate, then hand the script to the interpreter threads.
-  defp submit(%__MODULE__{resource: resource}, script, call) do
+  defp submit(%__MODULE__{resource: resource} = session, script, call) do
     with :ok <- check_script(script),
          :ok <- check_not_reentrant(resource) do
-      ref = make_ref()
-
-      case Native.session_exec(resource, script, call, self(), ref) do
-        {:ok, id} -> {:ok, ref, id}
-        {:error, _} = error -> error
-      end
+      meta = %{timeout_ms: deadline_ms(call.timeout_ms, session.timeout_ms)}
+      Backend.exec(resource, session.location, script, call, meta)
     end
   end
+
+  # When the exec must be answered (for the worker's watchdog): the tighter
+  # of the call's and the session's timeouts.
+  defp deadline_ms(nil, session), do: session
+  defp deadline_ms(call, nil), do: call
+  defp deadline_ms(call, session), do: min(call, session)
 
   defp forwarder(nil), do: fn _, _ -> :ok end
 
@@ -481,6 +485,7 @@ defmodule ExBashkit.Session do
   defp callback_context(session) do
     %{
       resource: session.resource,
+      location: session.location,
       builtins: session.builtins,
       virtual_fs: session.virtual_fs,
       timeout: session.callback_timeout_ms
@@ -585,7 +590,7 @@ defmodule ExBashkit.Session do
         # Halted early: stop the script and collect its answer, so nothing
         # is left behind in the mailbox.
         {:running, ref, id} ->
-          Native.session_cancel_exec(session.resource, id)
+          Backend.cancel_exec(session.resource, session.location, id)
           Callbacks.await(ref, context)
 
         _ ->
@@ -615,8 +620,8 @@ defmodule ExBashkit.Session do
       :idle
   """
   @spec cancel(t()) :: :ok | :idle
-  def cancel(%__MODULE__{resource: resource}) do
-    if Native.session_cancel(resource), do: :ok, else: :idle
+  def cancel(%__MODULE__{resource: resource, location: location}) do
+    if Backend.cancel(resource, location), do: :ok, else: :idle
   end
 
   @doc """
@@ -644,9 +649,8 @@ defmodule ExBashkit.Session do
           aliases: %{optional(String.t()) => String.t()},
           last_exit_code: integer()
         }
-  def state(%__MODULE__{resource: resource}) do
-    ref = make_ref()
-    :ok = Native.session_state(resource, self(), ref)
+  def state(%__MODULE__{resource: resource, location: location}) do
+    {:ok, ref} = Backend.submit(resource, location, :state, [])
 
     case Callbacks.await_reply(ref) do
       {:ok, state} -> state
@@ -733,9 +737,8 @@ defmodule ExBashkit.Session do
       "1-\\n"
   """
   @spec reset(t()) :: :ok | {:error, String.t()}
-  def reset(%__MODULE__{resource: resource}) do
-    ref = make_ref()
-    :ok = Native.session_reset(resource, self(), ref)
+  def reset(%__MODULE__{resource: resource, location: location}) do
+    {:ok, ref} = Backend.submit(resource, location, :reset, [])
     Callbacks.await_reply(ref)
   end
 
@@ -771,8 +774,8 @@ defmodule ExBashkit.Session do
       {:ok, "result\\n"}
   """
   @spec read_file(t(), Path.t()) :: {:ok, binary()} | {:error, String.t()}
-  def read_file(%__MODULE__{resource: resource}, path) do
-    with {:ok, path} <- fs_path(path), do: Native.fs_read(resource, path)
+  def read_file(%__MODULE__{} = session, path) do
+    with {:ok, path} <- fs_path(path), do: fs(session, {:read, path})
   end
 
   @doc """
@@ -794,7 +797,7 @@ defmodule ExBashkit.Session do
       "welcome\\n"
   """
   @spec write_file(t(), Path.t(), iodata()) :: :ok | {:error, String.t()}
-  def write_file(%__MODULE__{resource: resource}, path, content) do
+  def write_file(%__MODULE__{} = session, path, content) do
     content =
       case iodata_to_binary(content) do
         {:ok, bin} ->
@@ -804,7 +807,7 @@ defmodule ExBashkit.Session do
           raise ArgumentError, "write_file/3 content must be iodata, got: #{inspect(content)}"
       end
 
-    with {:ok, path} <- fs_path(path), do: Native.fs_write(resource, path, content)
+    with {:ok, path} <- fs_path(path), do: fs(session, {:write, path, content})
   end
 
   @doc """
@@ -822,8 +825,8 @@ defmodule ExBashkit.Session do
       {:ok, [{"a.txt", :file}]}
   """
   @spec list_dir(t(), Path.t()) :: {:ok, [{String.t(), fs_type()}]} | {:error, String.t()}
-  def list_dir(%__MODULE__{resource: resource}, path) do
-    with {:ok, path} <- fs_path(path), do: Native.fs_list(resource, path)
+  def list_dir(%__MODULE__{} = session, path) do
+    with {:ok, path} <- fs_path(path), do: fs(session, {:list, path})
   end
 
   @doc """
@@ -846,9 +849,9 @@ defmodule ExBashkit.Session do
       {:ok, %{type: :dir, size: 0}}
   """
   @spec mkdir(t(), Path.t(), [{:parents, boolean()}]) :: :ok | {:error, String.t()}
-  def mkdir(%__MODULE__{resource: resource}, path, opts \\ []) do
+  def mkdir(%__MODULE__{} = session, path, opts \\ []) do
     parents = bool_opt!(opts, :parents, "mkdir/3")
-    with {:ok, path} <- fs_path(path), do: Native.fs_mkdir(resource, path, parents)
+    with {:ok, path} <- fs_path(path), do: fs(session, {:mkdir, path, parents})
   end
 
   @doc """
@@ -869,9 +872,9 @@ defmodule ExBashkit.Session do
       :ok
   """
   @spec remove(t(), Path.t(), [{:recursive, boolean()}]) :: :ok | {:error, String.t()}
-  def remove(%__MODULE__{resource: resource}, path, opts \\ []) do
+  def remove(%__MODULE__{} = session, path, opts \\ []) do
     recursive = bool_opt!(opts, :recursive, "remove/3")
-    with {:ok, path} <- fs_path(path), do: Native.fs_remove(resource, path, recursive)
+    with {:ok, path} <- fs_path(path), do: fs(session, {:remove, path, recursive})
   end
 
   @doc """
@@ -888,10 +891,10 @@ defmodule ExBashkit.Session do
       {:ok, "x"}
   """
   @spec rename(t(), Path.t(), Path.t()) :: :ok | {:error, String.t()}
-  def rename(%__MODULE__{resource: resource}, from, to) do
+  def rename(%__MODULE__{} = session, from, to) do
     with {:ok, from} <- fs_path(from),
          {:ok, to} <- fs_path(to),
-         do: Native.fs_rename(resource, from, to)
+         do: fs(session, {:rename, from, to})
   end
 
   @doc """
@@ -912,9 +915,9 @@ defmodule ExBashkit.Session do
   """
   @spec stat(t(), Path.t()) ::
           {:ok, %{type: fs_type(), size: non_neg_integer()}} | {:error, String.t()}
-  def stat(%__MODULE__{resource: resource}, path) do
+  def stat(%__MODULE__{} = session, path) do
     with {:ok, path} <- fs_path(path),
-         {:ok, {type, size}} <- Native.fs_stat(resource, path),
+         {:ok, {type, size}} <- fs(session, {:stat, path}),
          do: {:ok, %{type: type, size: size}}
   end
 
@@ -968,8 +971,8 @@ defmodule ExBashkit.Session do
       true
   """
   @spec snapshot(t(), [snapshot_option()]) :: {:ok, binary()} | {:error, String.t()}
-  def snapshot(%__MODULE__{resource: resource}, opts \\ []) do
-    ExBashkit.Session.Snapshot.take(resource, opts)
+  def snapshot(%__MODULE__{} = session, opts \\ []) do
+    ExBashkit.Session.Snapshot.take(session, opts)
   end
 
   @doc """
@@ -1018,9 +1021,9 @@ defmodule ExBashkit.Session do
       "42\\n"
   """
   @spec restore(t(), binary(), [{:key, binary()}]) :: {:ok, t()} | {:error, String.t()}
-  def restore(%__MODULE__{resource: resource} = session, bytes, opts \\ [])
+  def restore(%__MODULE__{} = session, bytes, opts \\ [])
       when is_binary(bytes) do
-    with :ok <- ExBashkit.Session.Snapshot.restore(resource, bytes, opts), do: {:ok, session}
+    with :ok <- ExBashkit.Session.Snapshot.restore(session, bytes, opts), do: {:ok, session}
   end
 
   defp bool_opt!(opts, key, fun) when is_list(opts) do
@@ -1041,6 +1044,9 @@ defmodule ExBashkit.Session do
 
   defp bool_opt!(opts, _key, fun),
     do: raise(ArgumentError, "#{fun} options must be a keyword list, got: #{inspect(opts)}")
+
+  defp fs(%__MODULE__{resource: resource, location: location}, request),
+    do: Backend.fs(resource, location, request)
 
   # Filesystem API paths: strings (or charlists), rooted at `/`.
   defp fs_path(path) when is_list(path) do
@@ -1065,8 +1071,8 @@ defmodule ExBashkit.Session do
   defimpl Inspect do
     # Shows what a person debugging wants: which session, whether it is busy,
     # where it is (cwd is only read when idle: it lives in the interpreter).
-    def inspect(%{resource: resource} = session, _opts) do
-      {id, running, cwd} = ExBashkit.Native.session_info(resource)
+    def inspect(%{resource: resource, location: location} = session, _opts) do
+      {id, running, cwd} = ExBashkit.Backend.info(resource, location) || {nil, false, nil}
 
       fields =
         [id: id, status: if(running, do: :running, else: :idle)] ++

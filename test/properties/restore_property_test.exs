@@ -7,9 +7,7 @@ defmodule ExBashkit.Properties.RestoreTest do
 
   alias :proper_types, as: T
   alias ExBashkit.{Result, Session}
-  alias ExBashkit.Test.{Features, Gen}
-
-  @moduletag skip: Features.missing(:snapshot)
+  alias ExBashkit.Test.Gen
 
   # Called through apply/3 so this file compiles without "undefined function"
   # warnings in builds that do not have snapshot/restore yet (it is skipped

@@ -11,7 +11,7 @@ defmodule ExBashkit.Reliability.CallbacksTest do
   use ExUnit.Case, async: true
 
   alias ExBashkit.{Result, Session}
-  alias ExBashkit.Test.{Features, Health}
+  alias ExBashkit.Test.Health
 
   @bound_ms 30_000
 
@@ -25,8 +25,6 @@ defmodule ExBashkit.Reliability.CallbacksTest do
   end
 
   describe "custom builtins" do
-    @describetag skip: Features.missing(:builtins)
-
     test "a builtin that never returns is abandoned after builtin_timeout_ms (exit 124)" do
       {:ok, seen} = Agent.start_link(fn -> [] end)
 
@@ -159,8 +157,6 @@ defmodule ExBashkit.Reliability.CallbacksTest do
   end
 
   describe "virtual_fs backends" do
-    @describetag skip: Features.missing(:virtual_fs)
-
     @list_ops [:list, :list_dir, :read_dir, :readdir, :ls]
 
     test "a backend that returns 100 MB is bounded and the node stays healthy" do

@@ -7,9 +7,7 @@ defmodule ExBashkit.Security.MountsTest do
   use ExUnit.Case, async: true
 
   alias ExBashkit.{Result, Session}
-  alias ExBashkit.Test.{Features, HostTree}
-
-  @moduletag skip: Features.missing(:mounts)
+  alias ExBashkit.Test.HostTree
 
   setup do
     layout = HostTree.escape_layout!()

@@ -7,9 +7,7 @@ defmodule ExBashkit.Security.SnapshotTest do
   use ExUnit.Case, async: true
 
   alias ExBashkit.{Result, Session}
-  alias ExBashkit.Test.{Features, Health}
-
-  @moduletag skip: Features.missing(:snapshot)
+  alias ExBashkit.Test.Health
 
   # See restore_property_test.exs: apply/3 keeps pre-merge builds warning-free.
   defp snapshot(s, opts \\ []), do: apply(Session, :snapshot, [s, opts])
@@ -85,7 +83,6 @@ defmodule ExBashkit.Security.SnapshotTest do
 
   describe "with host mounts" do
     # (A describetag replaces the moduletag of the same name: check both.)
-    @describetag skip: Features.missing(:snapshot) || Features.missing(:mounts)
 
     setup do
       dir =

@@ -416,6 +416,9 @@ defmodule ExBashkit.Test.Gen do
     valid_or_not(valid, invalid)
   end
 
+  defp option_value(:isolation, _),
+    do: valid_or_not(T.elements([:process, :in_node]), T.any())
+
   defp option_value(:python, _),
     do:
       valid_or_not(

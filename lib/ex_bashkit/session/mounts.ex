@@ -8,42 +8,43 @@ defmodule ExBashkit.Session.Mounts do
   # (`ExBashkit.Session.Options`); the host-side gate runs in Rust, the same
   # gate `new/1` runs (`native/ex_bashkit/src/runtime_mounts.rs`).
 
-  alias ExBashkit.{Callbacks, Native}
+  alias ExBashkit.{Backend, Callbacks}
   alias ExBashkit.Session.Options
 
   @doc false
   @spec mount(ExBashkit.Session.t(), Path.t(), Path.t(), ExBashkit.Session.mount_mode()) ::
           :ok | {:error, String.t()}
-  def mount(%ExBashkit.Session{resource: resource}, vfs_path, host_path, mode) do
+  def mount(%ExBashkit.Session{resource: resource, location: location}, vfs_path, host_path, mode) do
     [spec] = Options.parse!(mounts: [{vfs_path, host_path, mode}]).native.mounts
 
-    with :ok <- not_reentrant(resource) do
-      ref = make_ref()
-      :ok = Native.session_mount(resource, spec, self(), ref)
-      Callbacks.await_reply(ref)
-    end
+    with :ok <- not_reentrant(resource),
+         {:ok, ref} <- Backend.submit(resource, location, :mount, [spec]),
+         do: Callbacks.await_reply(ref)
   end
 
   @doc false
   @spec unmount(ExBashkit.Session.t(), Path.t()) :: :ok | {:error, String.t()}
-  def unmount(%ExBashkit.Session{resource: resource}, vfs_path) do
+  def unmount(%ExBashkit.Session{resource: resource, location: location}, vfs_path) do
     # Normalized as `:mounts` normalizes it, so "/data/" names "/data".
     [%{vfs_path: vfs}] = Options.parse!(mounts: [{vfs_path, "/", :read_only}]).native.mounts
 
-    with :ok <- not_reentrant(resource) do
-      ref = make_ref()
-      :ok = Native.session_unmount(resource, vfs, self(), ref)
-      Callbacks.await_reply(ref)
-    end
+    with :ok <- not_reentrant(resource),
+         {:ok, ref} <- Backend.submit(resource, location, :unmount, [vfs]),
+         do: Callbacks.await_reply(ref)
   end
 
   @doc false
   # `%{mounts: [%{vfs_path:, host_path:, mode:}], virtual_fs: [path],
   # allow_net: [pattern] | :all | nil, username:, hostname:, limits: map}`.
   @spec describe(ExBashkit.Session.t()) :: map()
-  def describe(%ExBashkit.Session{resource: resource}) do
-    {:ok, info} = Native.session_describe(resource)
-    %{info | limits: info.limits |> Enum.reject(&match?({_, nil}, &1)) |> Map.new()}
+  def describe(%ExBashkit.Session{resource: resource, location: location}) do
+    case Backend.describe(resource, location) do
+      {:ok, info} ->
+        %{info | limits: info.limits |> Enum.reject(&match?({_, nil}, &1)) |> Map.new()}
+
+      {:error, message} ->
+        raise RuntimeError, "cannot describe the session: " <> message
+    end
   end
 
   # From inside a builtin of the session's own running script, the

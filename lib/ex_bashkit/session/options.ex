@@ -42,13 +42,15 @@ defmodule ExBashkit.Session.Options do
     :builtins,
     :builtin_timeout_ms,
     :virtual_fs,
-    :python
+    :python,
+    :isolation
   ]
 
   @default_callback_timeout_ms 30_000
 
   @type parsed :: %{
           native: map(),
+          isolation: :process | :in_node,
           builtins: %{optional(String.t()) => (map() -> term())},
           virtual_fs: %{optional(String.t()) => term()},
           callback_timeout_ms: pos_integer()
@@ -105,7 +107,43 @@ defmodule ExBashkit.Session.Options do
       python: python!(Keyword.get(opts, :python, false))
     }
 
-    %{native: native, builtins: builtins, virtual_fs: virtual_fs, callback_timeout_ms: timeout}
+    %{
+      native: native,
+      isolation: isolation!(Keyword.get(opts, :isolation, default_isolation())),
+      builtins: builtins,
+      virtual_fs: virtual_fs,
+      callback_timeout_ms: timeout
+    }
+  end
+
+  @doc false
+  # Where sessions run unless `:isolation` says otherwise:
+  # `config :ex_bashkit, isolation: :process | :in_node` (default `:process`).
+  @spec default_isolation() :: :process | :in_node
+  def default_isolation do
+    case Application.get_env(:ex_bashkit, :isolation, :process) do
+      mode when mode in [:process, :in_node] ->
+        mode
+
+      other ->
+        raise ArgumentError,
+              "config :ex_bashkit, :isolation must be :process or :in_node, got: #{inspect(other)}"
+    end
+  end
+
+  defp isolation!(mode) when mode in [:process, :in_node], do: mode
+
+  defp isolation!(other),
+    do: raise(ArgumentError, ":isolation must be :process or :in_node, got: #{inspect(other)}")
+
+  @doc false
+  # Whether building `native` touches neither the host nor large data, so
+  # the NIF may build it on the calling scheduler (tens of microseconds).
+  # The one place this is decided.
+  @spec inline?(map()) :: boolean()
+  def inline?(native) do
+    match?(%{files: [], mounts: [], allowed_mount_paths: nil, cwd: "/"}, native) and
+      native.python == [] and native.virtual_fs == [] and native.builtins == []
   end
 
   # -- generic shapes ---------------------------------------------------------

@@ -8,30 +8,24 @@ defmodule ExBashkit.Session.Snapshot do
   # and answer with `{:ex_bashkit_reply, ref, outcome}`, so they run between
   # scripts, in arrival order, and hold no scheduler while they wait.
 
-  alias ExBashkit.{Callbacks, Native}
+  alias ExBashkit.{Backend, Callbacks}
 
   @doc false
-  @spec take(reference(), term()) :: {:ok, binary()} | {:error, String.t()}
-  def take(resource, opts) do
+  @spec take(ExBashkit.Session.t(), term()) :: {:ok, binary()} | {:error, String.t()}
+  def take(session, opts) do
     request = snapshot_options!(opts)
-    ref = make_ref()
 
-    case Native.session_snapshot(resource, request, self(), ref) do
-      :ok -> Callbacks.await_reply(ref)
-      {:error, _} = error -> error
-    end
+    with {:ok, ref} <- Backend.submit(session.resource, session.location, :snapshot, [request]),
+         do: Callbacks.await_reply(ref)
   end
 
   @doc false
-  @spec restore(reference(), binary(), term()) :: :ok | {:error, String.t()}
-  def restore(resource, bytes, opts) when is_binary(bytes) do
+  @spec restore(ExBashkit.Session.t(), binary(), term()) :: :ok | {:error, String.t()}
+  def restore(session, bytes, opts) when is_binary(bytes) do
     key = restore_options!(opts)
-    ref = make_ref()
 
-    case Native.session_restore(resource, bytes, key, self(), ref) do
-      :ok -> Callbacks.await_reply(ref)
-      {:error, _} = error -> error
-    end
+    with {:ok, ref} <- Backend.submit(session.resource, session.location, :restore, [bytes, key]),
+         do: Callbacks.await_reply(ref)
   end
 
   defp snapshot_options!(opts) do

@@ -9,14 +9,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use bashkit::{Builtin, BuiltinContext, ExecResult};
-use rustler::{Encoder, Env, Term};
 
 use crate::callbacks::{Answer, CallError, CallbackChannel, Request};
-use crate::reply;
-
-rustler::atoms! {
-    builtin,
-}
+use crate::value::Value;
 
 /// A builtin registered under `name` that forwards to Elixir.
 pub struct ElixirBuiltin {
@@ -38,15 +33,14 @@ struct BuiltinRequest<'c> {
 }
 
 impl Request for BuiltinRequest<'_> {
-    fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
-        (
-            builtin(),
-            self.name,
-            self.args,
-            reply::binary(env, self.stdin),
-            self.env,
-        )
-            .encode(env)
+    fn to_value(&self) -> Value {
+        Value::tuple([
+            Value::atom("builtin"),
+            self.name.into(),
+            Value::List(self.args.iter().map(Value::from).collect()),
+            Value::bin(self.stdin),
+            self.env.into(),
+        ])
     }
 }
 

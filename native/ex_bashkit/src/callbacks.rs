@@ -34,15 +34,11 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use rustler::{Encoder, Env, Term};
 use tokio::sync::oneshot;
 
 use crate::interrupt::Interrupt;
 use crate::reply::{Payload, SharedCaller};
-
-rustler::atoms! {
-    ex_bashkit_callback,
-}
+use crate::value::Value;
 
 /// What Elixir answered, already validated and normalized there.
 #[derive(Debug)]
@@ -108,7 +104,7 @@ impl Drop for PendingGuard {
 
 /// A request as sent to Elixir.
 pub trait Request: Send + Sync {
-    fn encode<'a>(&self, env: Env<'a>) -> Term<'a>;
+    fn to_value(&self) -> Value;
 }
 
 struct CallbackMessage<'r> {
@@ -117,8 +113,8 @@ struct CallbackMessage<'r> {
 }
 
 impl Payload for CallbackMessage<'_> {
-    fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
-        (self.call_id, self.request.encode(env)).encode(env)
+    fn to_value(&self) -> Value {
+        Value::tuple([self.call_id.into(), self.request.to_value()])
     }
 }
 
@@ -157,7 +153,7 @@ impl CallbackChannel {
         let _pending = PendingGuard(call_id);
 
         let message = CallbackMessage { call_id, request };
-        let delivered = caller.lock().send(ex_bashkit_callback(), &message);
+        let delivered = caller.lock().send("ex_bashkit_callback", &message);
         if !delivered {
             return Err(CallError::CallerGone);
         }
@@ -178,7 +174,7 @@ impl CallbackChannel {
 /// afford to wait for Elixir.
 #[cfg(not(test))]
 fn on_beam_thread() -> bool {
-    rustler::thread::is_scheduler_thread()
+    crate::runtime::on_beam_thread()
 }
 
 #[cfg(test)]
@@ -195,59 +191,90 @@ impl Drop for AttachGuard {
     }
 }
 
-/// Decode the normalized answer term Elixir passes to `callback_reply`:
+/// Decode the normalized answer Elixir passes to `callback_reply`:
 /// `{:command, stdout, stderr, code}`, `:done`, `{:data, bin}`,
 /// `{:entries, [{name, kind}]}`, `{:stat, kind, size}`, `{:failed, reason}`.
-pub fn decode_answer(term: Term) -> Option<Answer> {
-    if let Ok(atom) = term.decode::<rustler::Atom>() {
-        return (atom == atoms::done()).then_some(Answer::Done);
+/// Binaries past `MAX_ANSWER_BYTES` were already cut (or refused) by the
+/// transport before they were copied.
+pub fn decode_answer(value: &Value) -> Option<Answer> {
+    if value.as_atom() == Some("done") {
+        return Some(Answer::Done);
     }
-    let tuple = rustler::types::tuple::get_tuple(term).ok()?;
-    let tag: rustler::Atom = tuple.first()?.decode().ok()?;
-    // Capped before copying: a backend answering 100 MB must not make us
-    // allocate 100 MB on a scheduler thread.
-    let bytes = |t: &Term| -> Option<Vec<u8>> {
-        let binary = t.decode_as_binary().ok()?;
-        let len = binary.len().min(MAX_ANSWER_BYTES);
-        Some(binary.as_slice()[..len].to_vec())
+    let bytes = |v: &Value| match v {
+        Value::Binary(b) => Some(b.clone()),
+        _ => None,
     };
-    let too_big = |t: &Term| {
-        t.decode_as_binary()
-            .is_ok_and(|b| b.len() > MAX_ANSWER_BYTES)
-    };
-    match tuple.as_slice() {
-        [_, out, err, code] if tag == atoms::command() => Some(Answer::Command {
+    let atom_name = |v: &Value| v.as_atom().map(str::to_string);
+    let items = value.elements().ok()?;
+    match (items.first()?.as_atom()?, items) {
+        ("command", [_, out, err, code]) => Some(Answer::Command {
             stdout: bytes(out)?,
             stderr: bytes(err)?,
-            exit_code: code.decode().ok()?,
+            exit_code: crate::value::FromValue::from_value(code).ok()?,
         }),
-        [_, data] if tag == atoms::data() && too_big(data) => {
+        ("data", [_, Value::Binary(data)]) if data.len() > MAX_ANSWER_BYTES => {
             Some(Answer::Failed("efbig".to_string()))
         }
-        [_, data] if tag == atoms::data() => Some(Answer::Data(bytes(data)?)),
-        [_, entries] if tag == atoms::entries() => {
-            let list: Vec<(String, rustler::Atom)> = entries.decode().ok()?;
-            let env = term.get_env();
-            let named = list
-                .into_iter()
-                .map(|(name, kind)| Some((name, kind.to_term(env).atom_to_string().ok()?)))
-                .collect::<Option<Vec<_>>>()?;
-            Some(Answer::Entries(named))
-        }
-        [_, kind, size] if tag == atoms::stat() => {
-            let kind: rustler::Atom = kind.decode().ok()?;
-            Some(Answer::Stat(
-                kind.to_term(term.get_env()).atom_to_string().ok()?,
-                size.decode().ok()?,
-            ))
-        }
-        [_, reason] if tag == atoms::failed() => Some(Answer::Failed(reason.decode().ok()?)),
+        ("data", [_, data]) => Some(Answer::Data(bytes(data)?)),
+        ("entries", [_, Value::List(entries)]) => entries
+            .iter()
+            .map(|entry| match entry.elements().ok()? {
+                [name, kind] => Some((String::from_utf8(bytes(name)?).ok()?, atom_name(kind)?)),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()
+            .map(Answer::Entries),
+        ("stat", [_, kind, size]) => Some(Answer::Stat(
+            atom_name(kind)?,
+            crate::value::FromValue::from_value(size).ok()?,
+        )),
+        ("failed", [_, reason]) => Some(Answer::Failed(
+            crate::value::FromValue::from_value(reason).ok()?,
+        )),
         _ => None,
     }
 }
 
-mod atoms {
-    rustler::atoms! { command, done, data, entries, stat, failed }
+/// The answer to a back-call as the NIF receives it: binaries over
+/// `MAX_ANSWER_BYTES` are cut (builtin output) or refused (file data) before
+/// anything is copied, so a backend answering 100 MB cannot make a scheduler
+/// thread copy 100 MB.
+pub fn answer_from_term(term: rustler::Term) -> Option<Answer> {
+    if let Ok(items) = rustler::types::tuple::get_tuple(term) {
+        let oversized = items.iter().any(|t| {
+            t.decode_as_binary()
+                .is_ok_and(|b| b.len() > MAX_ANSWER_BYTES)
+        });
+        if oversized {
+            let tag = items.first().and_then(|t| t.atom_to_string().ok());
+            return match tag.as_deref() {
+                Some("command") => {
+                    let cut = |t: &rustler::Term| {
+                        t.decode_as_binary()
+                            .map(|b| b.as_slice()[..b.len().min(MAX_ANSWER_BYTES)].to_vec())
+                            .ok()
+                    };
+                    Some(Answer::Command {
+                        stdout: cut(items.get(1)?)?,
+                        stderr: cut(items.get(2)?)?,
+                        exit_code: items.get(3)?.decode().ok()?,
+                    })
+                }
+                _ => Some(Answer::Failed("efbig".to_string())),
+            };
+        }
+    }
+    decode_answer(&Value::from_term(term).ok()?)
+}
+
+/// Answer back-call `call_id` with a term Elixir already normalized (see
+/// `decode_answer`). `true` if someone was still waiting.
+#[rustler::nif]
+fn callback_reply(call_id: u64, answer: rustler::Term) -> bool {
+    let answer = answer_from_term(answer).unwrap_or_else(|| {
+        Answer::Failed("malformed answer from the builtin or virtual_fs handler".into())
+    });
+    reply(call_id, answer)
 }
 
 #[cfg(test)]
@@ -267,8 +294,8 @@ mod tests {
             .unwrap();
         struct Nothing;
         impl Request for Nothing {
-            fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
-                ().encode(env)
+            fn to_value(&self) -> Value {
+                Value::nil()
             }
         }
         let channel = CallbackChannel::new(Duration::from_secs(60), Interrupt::new());

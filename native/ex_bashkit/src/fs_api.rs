@@ -10,9 +10,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bashkit::{FileSystem, FileType};
+use rustler::{Env, ResourceArc, Term};
 
-use crate::errors;
-use crate::runtime;
+use crate::session::SessionResource;
+use crate::value::{Bytes, FromValue, Value};
+use crate::{errors, runtime};
 
 /// The kind of an entry as the API reports it.
 pub fn type_name(file_type: &FileType) -> &'static str {
@@ -92,4 +94,52 @@ pub fn rename(fs: &Arc<dyn FileSystem>, from: &str, to: &str) -> FsResult<()> {
 pub fn stat(fs: &Arc<dyn FileSystem>, path: &str) -> FsResult<(&'static str, u64)> {
     let meta = run(path, fs.lstat(Path::new(path)))?;
     Ok((type_name(&meta.file_type), meta.size))
+}
+
+/// One filesystem request, as both transports carry it:
+/// `{:read, path}`, `{:write, path, content}`, `{:list, path}`,
+/// `{:mkdir, path, parents}`, `{:remove, path, recursive}`,
+/// `{:rename, from, to}`, `{:stat, path}`. The answer is `:ok`,
+/// `{:ok, data | [{name, kind}] | {kind, size}}` or `{:error, message}`.
+/// Blocks the calling thread until the filesystem answers.
+pub fn call(fs: &Arc<dyn FileSystem>, request: &Value) -> Value {
+    match dispatch(fs, request) {
+        Ok(value) => value,
+        Err(message) => Value::error(message),
+    }
+}
+
+fn dispatch(fs: &Arc<dyn FileSystem>, request: &Value) -> FsResult<Value> {
+    let items = request.elements()?;
+    let arg = |i: usize| items.get(i).ok_or("missing argument".to_string());
+    let path = || String::from_value(arg(1)?);
+    let flag = || bool::from_value(arg(2)?);
+    let done = |r: FsResult<()>| r.map(|()| Value::ok());
+    match items.first().and_then(Value::as_atom) {
+        Some("read") => read(fs, &path()?).map(|data| Value::ok_with(Value::Binary(data))),
+        Some("write") => done(write(fs, &path()?, &Bytes::from_value(arg(2)?)?.0)),
+        Some("list") => list(fs, &path()?).map(|entries| {
+            let entries = entries
+                .into_iter()
+                .map(|(name, kind)| Value::tuple([name.into(), Value::atom(kind)]));
+            Value::ok_with(Value::List(entries.collect()))
+        }),
+        Some("mkdir") => done(mkdir(fs, &path()?, flag()?)),
+        Some("remove") => done(remove(fs, &path()?, flag()?)),
+        Some("rename") => done(rename(fs, &path()?, &String::from_value(arg(2)?)?)),
+        Some("stat") => stat(fs, &path()?)
+            .map(|(kind, size)| Value::ok_with(Value::tuple([Value::atom(kind), size.into()]))),
+        _ => Err(format!("unknown filesystem request {request:?}")),
+    }
+}
+
+/// The filesystem API in the node; on a dirty IO scheduler because host
+/// mounts may block.
+#[rustler::nif(schedule = "DirtyIo")]
+fn fs_call<'a>(env: Env<'a>, handle: ResourceArc<SessionResource>, request: Term<'a>) -> Term<'a> {
+    let answer = match Value::from_term(request) {
+        Ok(request) => call(&handle.session.fs(), &request),
+        Err(message) => Value::error(message),
+    };
+    answer.to_term(env)
 }

@@ -10,33 +10,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bashkit::{Bash, ExecutionLimits, FileSystem, SessionLimits};
-use rustler::{Decoder, NifMap, NifResult, Term};
 
 use crate::builtins::ElixirBuiltin;
 use crate::callbacks::CallbackChannel;
+use crate::from_map;
 use crate::interrupt::{Interrupt, InterruptibleSleep};
+use crate::value::Bytes;
 use crate::vfs::ElixirFs;
-
-/// An Elixir binary copied into Rust memory.
-#[derive(Debug, Clone, Default)]
-pub struct Bytes(pub Vec<u8>);
-
-impl<'a> Decoder<'a> for Bytes {
-    fn decode(term: Term<'a>) -> NifResult<Self> {
-        Ok(Bytes(term.decode_as_binary()?.as_slice().to_vec()))
-    }
-}
-
-// NifMap derives both directions; encoding is never used on the hot path.
-impl rustler::Encoder for Bytes {
-    fn encode<'a>(&self, env: rustler::Env<'a>) -> Term<'a> {
-        crate::reply::binary(env, &self.0)
-    }
-}
 
 /// Resource limits; `None` keeps bashkit's default. Elixir clamps values past
 /// `u64::MAX` ("unlimited"), so conversions here saturate.
-#[derive(Debug, Clone, Default, NifMap)]
+#[derive(Debug, Clone, Default)]
 pub struct Limits {
     pub max_commands: Option<u64>,
     pub max_loop_iterations: Option<u64>,
@@ -49,17 +33,34 @@ pub struct Limits {
     pub max_total_commands: Option<u64>,
     pub max_exec_calls: Option<u64>,
 }
+from_map!(Limits {
+    max_commands,
+    max_loop_iterations,
+    max_total_loop_iterations,
+    max_function_depth,
+    max_input_bytes,
+    timeout_ms,
+    max_stdout_bytes,
+    max_stderr_bytes,
+    max_total_commands,
+    max_exec_calls,
+});
 
 /// One host directory mount.
-#[derive(Debug, Clone, NifMap)]
+#[derive(Debug, Clone)]
 pub struct MountSpec {
     pub vfs_path: String,
     pub host_path: String,
     pub writable: bool,
 }
+from_map!(MountSpec {
+    vfs_path,
+    host_path,
+    writable
+});
 
 /// Everything `new/1` configures, as validated by Elixir.
-#[derive(Debug, Clone, NifMap)]
+#[derive(Debug, Clone)]
 pub struct SessionConfig {
     pub env: Vec<(String, String)>,
     pub cwd: String,
@@ -78,6 +79,23 @@ pub struct SessionConfig {
     pub callback_timeout_ms: u64,
     pub python: Vec<String>,
 }
+from_map!(SessionConfig {
+    env,
+    cwd,
+    username,
+    hostname,
+    files,
+    limits,
+    mounts,
+    allowed_mount_paths,
+    allow_net,
+    allow_all_net,
+    block_private_ips,
+    builtins,
+    virtual_fs,
+    callback_timeout_ms,
+    python,
+});
 
 impl Default for SessionConfig {
     fn default() -> Self {
@@ -183,6 +201,9 @@ pub fn build_bash(
             let builtin = ElixirBuiltin::new(name.clone(), Arc::clone(channel));
             builder = builder.builtin(name, Box::new(builtin));
         }
+    }
+    if !crate::runtime::in_worker() {
+        builder = builder.before_tool(Box::new(crate::bombs::refuse));
     }
     builder = crate::python::register(builder, config);
     let mut bash = builder.build();

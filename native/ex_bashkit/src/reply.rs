@@ -1,8 +1,9 @@
-//! Messages from interpreter threads to the Elixir process that asked.
+//! Messages from interpreter threads to whoever asked: the one reply path of
+//! the core, whichever transport carries it.
 //!
-//! Every message is `{tag, ref, payload}` where `ref` is the reference the
-//! caller created for this request, so its `receive` matches only its own.
-//! The tags (see `ExBashkit.Callbacks` for the Elixir side):
+//! Every message is `{tag, ref, payload}` where `ref` identifies the request
+//! so that a `receive` matches only its own. The tags (see
+//! `ExBashkit.Request` for the Elixir side):
 //!
 //! - `:ex_bashkit_reply`: the final answer, exactly one per request. If the
 //!   task ends without answering (it cannot, short of a runtime teardown),
@@ -10,70 +11,87 @@
 //! - `:ex_bashkit_callback`: a back-call request (see `callbacks.rs`).
 //! - `:ex_bashkit_output`: a chunk of streamed output.
 //!
-//! Messages are built in a fresh `OwnedEnv` each time and sent from a
-//! non-BEAM thread, so no term outlives its message.
+//! A `Caller` is either a process of this node (the NIF transport: the
+//! message is built in a fresh `OwnedEnv` and sent from a non-BEAM thread, so
+//! no term outlives its message) or a request of a worker process (the port
+//! transport: `ref` is the request's integer id and the frame goes to the
+//! port writer, see `worker.rs`). Payloads are `Value`s either way.
 
 use std::sync::Arc;
 
+use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 use rustler::env::{OwnedEnv, SavedTerm};
-use rustler::types::atom::Atom;
-use rustler::{Encoder, Env, LocalPid, NewBinary, Term};
+use rustler::{Encoder, LocalPid, Term};
 
-rustler::atoms! {
-    ok,
-    error,
-    ex_bashkit_reply,
-}
+use crate::etf;
+use crate::value::Value;
 
-/// A Rust-side value that can be turned into a term in a message env.
+/// A value that answers a request or travels with one.
 pub trait Payload {
-    fn encode<'a>(&self, env: Env<'a>) -> Term<'a>;
+    fn to_value(&self) -> Value;
 }
 
-/// Encode raw bytes as an Elixir binary.
-pub fn binary<'a>(env: Env<'a>, bytes: &[u8]) -> Term<'a> {
-    let mut bin = NewBinary::new(env, bytes.len());
-    bin.as_mut_slice().copy_from_slice(bytes);
-    bin.into()
+impl Payload for Value {
+    fn to_value(&self) -> Value {
+        self.clone()
+    }
 }
 
-/// The process waiting for a request, and the reference it waits on.
-pub struct Caller {
-    pid: LocalPid,
-    ref_env: OwnedEnv,
-    reference: SavedTerm,
+/// Where one request's messages go.
+pub enum Caller {
+    /// A process of this node, waiting on `reference`.
+    Process {
+        pid: LocalPid,
+        ref_env: OwnedEnv,
+        reference: SavedTerm,
+    },
+    /// Request `id` of the VM at the other end of a worker's port.
+    Port { id: u64, frames: Sender<Vec<u8>> },
 }
 
 impl Caller {
     /// Capture `pid` and `reference` (a term of the calling NIF) for later.
-    pub fn new(pid: LocalPid, reference: Term<'_>) -> Self {
+    pub fn process(pid: LocalPid, reference: Term<'_>) -> Self {
         let ref_env = OwnedEnv::new();
         let reference = ref_env.save(reference);
-        Self {
+        Caller::Process {
             pid,
             ref_env,
             reference,
         }
     }
 
-    /// Send `{tag, ref, payload}`. Returns whether the process was alive.
-    /// Must run on a non-BEAM thread (interpreter threads always are).
-    pub fn send(&self, tag: Atom, payload: &dyn Payload) -> bool {
-        if rustler::thread::is_scheduler_thread() {
-            // Never happens by construction; refusing beats the panic
-            // `enif_send` would cause here.
-            return false;
+    /// Send `{tag, ref, payload}`. Returns whether it could be delivered.
+    /// In the node it must run on a non-BEAM thread (interpreter threads
+    /// always are).
+    pub fn send(&self, tag: &'static str, payload: &dyn Payload) -> bool {
+        match self {
+            Caller::Process {
+                pid,
+                ref_env,
+                reference,
+            } => {
+                if crate::runtime::on_beam_thread() {
+                    // Never happens by construction; refusing beats the
+                    // panic `enif_send` would cause here.
+                    return false;
+                }
+                let value = payload.to_value();
+                let mut msg_env = OwnedEnv::new();
+                msg_env
+                    .send_and_clear(pid, |env| {
+                        let reference = ref_env.run(|r| reference.load(r).in_env(env));
+                        let tag = Value::atom(tag).to_term(env);
+                        (tag, reference, value.to_term(env)).encode(env)
+                    })
+                    .is_ok()
+            }
+            Caller::Port { id, frames } => {
+                let frame = Value::tuple([Value::atom(tag), Value::from(*id), payload.to_value()]);
+                frames.send(etf::encode(&frame)).is_ok()
+            }
         }
-        let mut msg_env = OwnedEnv::new();
-        msg_env
-            .send_and_clear(&self.pid, |env| {
-                let reference = self
-                    .ref_env
-                    .run(|ref_env| self.reference.load(ref_env).in_env(env));
-                (tag, reference, payload.encode(env)).encode(env)
-            })
-            .is_ok()
     }
 }
 
@@ -88,9 +106,9 @@ pub struct ReplyTo {
 }
 
 impl ReplyTo {
-    pub fn new(pid: LocalPid, reference: Term<'_>) -> Self {
+    pub fn new(caller: Caller) -> Self {
         Self {
-            caller: Arc::new(Mutex::new(Caller::new(pid, reference))),
+            caller: Arc::new(Mutex::new(caller)),
             answered: false,
         }
     }
@@ -103,19 +121,7 @@ impl ReplyTo {
     /// Send the final `{:ex_bashkit_reply, ref, outcome}`.
     pub fn finish(mut self, outcome: &dyn Payload) {
         self.answered = true;
-        self.caller.lock().send(ex_bashkit_reply(), outcome);
-    }
-}
-
-struct Abandoned;
-
-impl Payload for Abandoned {
-    fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
-        (
-            error(),
-            "request abandoned: the interpreter task ended without an answer",
-        )
-            .encode(env)
+        self.caller.lock().send("ex_bashkit_reply", outcome);
     }
 }
 
@@ -123,16 +129,9 @@ impl Drop for ReplyTo {
     fn drop(&mut self) {
         if !self.answered {
             self.answered = true;
-            self.caller.lock().send(ex_bashkit_reply(), &Abandoned);
+            let abandoned =
+                Value::error("request abandoned: the interpreter task ended without an answer");
+            self.caller.lock().send("ex_bashkit_reply", &abandoned);
         }
-    }
-}
-
-/// `{:error, message}`.
-pub struct ErrorMessage(pub String);
-
-impl Payload for ErrorMessage {
-    fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
-        (error(), self.0.as_str()).encode(env)
     }
 }

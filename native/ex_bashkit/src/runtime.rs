@@ -20,6 +20,7 @@
 use std::future::Future;
 use std::sync::OnceLock;
 
+use rustler::{Env, Term};
 use tokio::runtime::{Builder, Runtime};
 
 /// Settings read once from the application environment at load time.
@@ -47,6 +48,24 @@ impl Default for RuntimeConfig {
 }
 
 static CONFIG: OnceLock<RuntimeConfig> = OnceLock::new();
+/// Set by the worker executable: there is no BEAM in this process.
+static IN_WORKER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Mark this process as a worker (no BEAM, so no scheduler threads).
+pub fn set_worker_process() {
+    IN_WORKER.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether this process is a worker (`isolation: :process`).
+pub fn in_worker() -> bool {
+    IN_WORKER.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether the calling thread is a BEAM scheduler (normal or dirty): such
+/// a thread can neither send our messages nor afford to wait for Elixir.
+pub fn on_beam_thread() -> bool {
+    !in_worker() && rustler::thread::is_scheduler_thread()
+}
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
 
 /// Record the configuration; the runtime itself starts lazily on first use.
@@ -77,17 +96,62 @@ where
     drop(runtime().spawn(future));
 }
 
+/// Scripts submitted and not yet ended (observability: tests, benchmarks).
+static RUNNING: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many scripts are running or waiting for a thread right now.
+pub fn running_scripts() -> u64 {
+    RUNNING.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Run a script's `future` on a thread of its own, detached.
 pub fn spawn_script<F>(future: F)
 where
     F: Future<Output = ()> + Send + 'static,
 {
+    use std::sync::atomic::Ordering;
+    RUNNING.fetch_add(1, Ordering::Relaxed);
     let handle = runtime().handle().clone();
-    drop(runtime().spawn_blocking(move || handle.block_on(future)));
+    drop(runtime().spawn_blocking(move || {
+        handle.block_on(future);
+        RUNNING.fetch_sub(1, Ordering::Relaxed);
+    }));
+}
+
+/// `running_scripts/0` for the node's own scripts.
+#[rustler::nif(name = "running_scripts")]
+fn running_scripts_nif() -> u64 {
+    running_scripts()
+}
+
+/// Run `job` on a thread of the blocking pool, detached (work that blocks:
+/// building a session, the filesystem API in a worker).
+pub fn spawn_blocking(job: impl FnOnce() + Send + 'static) {
+    drop(runtime().spawn_blocking(job));
 }
 
 /// Drive `future` to completion on the calling thread (used by the short,
 /// synchronous filesystem NIFs, which run on dirty IO schedulers).
 pub fn block_on<F: Future>(future: F) -> F::Output {
     runtime().block_on(future)
+}
+
+/// The NIF library's `load`: read `[worker_threads: n, max_script_threads: n,
+/// stack_size: bytes]` (any may be absent) from `config :ex_bashkit`.
+pub fn load(env: Env, info: Term) -> bool {
+    crate::guard::install_panic_hook();
+    let mut config = RuntimeConfig::default();
+    if let Ok(pairs) = info.decode::<Vec<(rustler::Atom, u64)>>() {
+        for (key, value) in pairs {
+            let value = usize::try_from(value).unwrap_or(usize::MAX);
+            match key.to_term(env).atom_to_string().as_deref() {
+                Ok("worker_threads") if value > 0 => config.worker_threads = value,
+                Ok("max_script_threads") if value > 0 => config.max_script_threads = value,
+                Ok("stack_size") if value >= 1024 * 1024 => config.stack_size = value,
+                _ => {}
+            }
+        }
+    }
+    configure(config);
+    true
 }

@@ -9,21 +9,25 @@
 //! operations wait for the interpreter, so they take effect between
 //! scripts, in arrival order with execs.
 //!
-//! The session keeps the list of its host mounts (`SessionResource::
-//! host_mounts`), starting from `new/1`'s: it refuses a second mount at one
-//! path (bashkit would silently replace the first) and tells `unmount` what
-//! is a host mount. `reset/1` rebuilds the interpreter from `new/1`'s
-//! configuration, so the list goes back to `new/1`'s mounts.
+//! The session keeps the list of its host mounts (`Session::host_mounts`),
+//! starting from `new/1`'s: it refuses a second mount at one path (bashkit
+//! would silently replace the first) and tells `unmount` what is a host
+//! mount. `reset/1` rebuilds the interpreter from `new/1`'s configuration,
+//! so the list goes back to `new/1`'s mounts.
 
-use rustler::{Encoder, Env, ResourceArc, Term};
+use std::sync::Arc;
 
+use rustler::{LocalPid, ResourceArc, Term};
+
+use crate::error::NifResult;
 use crate::options::MountSpec;
-use crate::reply::{self, ErrorMessage, ReplyTo};
-use crate::session::{Done, SessionResource};
+use crate::reply::{Caller, ReplyTo};
+use crate::session::{Session, SessionResource};
+use crate::value::{FromValue, Value};
 use crate::{guard, mounts, runtime};
 
 /// Attach `spec` to `session`, answering `:ok` or `{:error, message}`.
-pub fn mount(session: ResourceArc<SessionResource>, spec: MountSpec, reply: ReplyTo) {
+pub fn mount(session: Arc<Session>, spec: MountSpec, reply: ReplyTo) {
     runtime::spawn(async move {
         let outcome = guard::catch_future(async {
             let bash = session.lock_bash().await;
@@ -60,7 +64,7 @@ pub fn mount(session: ResourceArc<SessionResource>, spec: MountSpec, reply: Repl
 }
 
 /// Detach the host mount at `vfs_path`, answering `:ok` or `{:error, message}`.
-pub fn unmount(session: ResourceArc<SessionResource>, vfs_path: String, reply: ReplyTo) {
+pub fn unmount(session: Arc<Session>, vfs_path: String, reply: ReplyTo) {
     runtime::spawn(async move {
         let outcome = guard::catch_future(async {
             let bash = session.lock_bash().await;
@@ -85,62 +89,104 @@ pub fn unmount(session: ResourceArc<SessionResource>, vfs_path: String, reply: R
 
 fn finish(reply: ReplyTo, outcome: Result<Result<(), String>, String>) {
     match outcome {
-        Ok(Ok(())) => reply.finish(&Done),
-        Ok(Err(message)) => reply.finish(&ErrorMessage(message)),
-        Err(panic) => reply.finish(&ErrorMessage(format!("internal error: {panic}"))),
-    }
-}
-
-mod keys {
-    rustler::atoms! {
-        mounts, virtual_fs, allow_net, all, username, hostname, limits,
-        vfs_path, host_path, mode, read_only, read_write,
+        Ok(Ok(())) => reply.finish(&Value::ok()),
+        Ok(Err(message)) => reply.finish(&Value::error(message)),
+        Err(panic) => reply.finish(&Value::error(format!("internal error: {panic}"))),
     }
 }
 
 /// What the session grants, for a model's system prompt:
-/// `%{mounts: [%{vfs_path:, host_path:, mode:}], virtual_fs: [path],
-/// allow_net: [pattern] | :all | nil, username:, hostname:, limits: map}`
-/// (limits: only the keys set at `new/1`).
-pub fn describe<'a>(env: Env<'a>, session: &SessionResource) -> Term<'a> {
+/// `{:ok, %{mounts: [%{vfs_path:, host_path:, mode:}], virtual_fs: [path],
+/// allow_net: [pattern] | :all | nil, username:, hostname:, limits: map}}`
+/// (limits: every key, `nil` when not set at `new/1`).
+pub fn describe(session: &Session) -> Value {
     let config = session.config();
-    let mounts: Vec<Term<'a>> = session
+    let mounts: Vec<Value> = session
         .host_mounts
         .lock()
         .iter()
         .map(|m| {
             let mode = if m.writable {
-                keys::read_write()
+                "read_write"
             } else {
-                keys::read_only()
+                "read_only"
             };
-            let pairs = [
-                (keys::vfs_path().encode(env), m.vfs_path.encode(env)),
-                (keys::host_path().encode(env), m.host_path.encode(env)),
-                (keys::mode().encode(env), mode.encode(env)),
-            ];
-            Term::map_from_pairs(env, &pairs).expect("distinct keys")
+            Value::map([
+                ("vfs_path", (&m.vfs_path).into()),
+                ("host_path", (&m.host_path).into()),
+                ("mode", Value::atom(mode)),
+            ])
         })
         .collect();
     let allow_net = if config.allow_all_net {
-        keys::all().encode(env)
+        Value::atom("all")
     } else {
         match &config.allow_net {
-            Some(patterns) if !patterns.is_empty() => patterns.encode(env),
-            _ => rustler::types::atom::nil().encode(env),
+            Some(patterns) if !patterns.is_empty() => patterns.clone().into(),
+            _ => Value::nil(),
         }
     };
-    let pairs = [
-        (keys::mounts().encode(env), mounts.encode(env)),
+    let l = &config.limits;
+    let limits = Value::map([
+        ("max_commands", l.max_commands.into()),
+        ("max_loop_iterations", l.max_loop_iterations.into()),
         (
-            keys::virtual_fs().encode(env),
-            config.virtual_fs.encode(env),
+            "max_total_loop_iterations",
+            l.max_total_loop_iterations.into(),
         ),
-        (keys::allow_net().encode(env), allow_net),
-        (keys::username().encode(env), config.username.encode(env)),
-        (keys::hostname().encode(env), config.hostname.encode(env)),
-        (keys::limits().encode(env), config.limits.encode(env)),
-    ];
-    let map = Term::map_from_pairs(env, &pairs).expect("distinct keys");
-    (reply::ok(), map).encode(env)
+        ("max_function_depth", l.max_function_depth.into()),
+        ("max_input_bytes", l.max_input_bytes.into()),
+        ("timeout_ms", l.timeout_ms.into()),
+        ("max_stdout_bytes", l.max_stdout_bytes.into()),
+        ("max_stderr_bytes", l.max_stderr_bytes.into()),
+        ("max_total_commands", l.max_total_commands.into()),
+        ("max_exec_calls", l.max_exec_calls.into()),
+    ]);
+    Value::ok_with(Value::map([
+        ("mounts", mounts.into()),
+        ("virtual_fs", config.virtual_fs.clone().into()),
+        ("allow_net", allow_net),
+        ("username", (&config.username).into()),
+        ("hostname", (&config.hostname).into()),
+        ("limits", limits),
+    ]))
+}
+
+// -- NIFs (the worker's `mount` / `unmount` / `describe` requests call the
+// -- functions above) ---------------------------------------------------------
+
+type Handle = ResourceArc<SessionResource>;
+
+/// `ExBashkit.Session.mount/4`: answers `:ok | {:error, message}` by message.
+#[rustler::nif]
+fn session_mount(handle: Handle, spec: Term, pid: LocalPid, reference: Term) -> NifResult<()> {
+    let spec = MountSpec::from_value(&Value::from_term(spec)?)?;
+    mount(
+        Arc::clone(&handle.session),
+        spec,
+        ReplyTo::new(Caller::process(pid, reference)),
+    );
+    Ok(())
+}
+
+/// `ExBashkit.Session.unmount/2`: answers `:ok | {:error, message}` by message.
+#[rustler::nif]
+fn session_unmount(
+    handle: Handle,
+    vfs_path: String,
+    pid: LocalPid,
+    reference: Term,
+) -> NifResult<()> {
+    unmount(
+        Arc::clone(&handle.session),
+        vfs_path,
+        ReplyTo::new(Caller::process(pid, reference)),
+    );
+    Ok(())
+}
+
+/// The session's grants, returned at once (no interpreter lock needed).
+#[rustler::nif]
+fn session_describe(env: rustler::Env, handle: Handle) -> Term {
+    describe(&handle.session).to_term(env)
 }

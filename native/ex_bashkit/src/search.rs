@@ -22,15 +22,13 @@ use std::time::Duration;
 
 use bashkit::{FileSystem, FileType};
 use regex::bytes::{Regex, RegexBuilder};
-use rustler::{Encoder, Env, NifMap, ResourceArc, Term};
+use rustler::{LocalPid, ResourceArc, Term};
 
-use crate::reply::{self, ErrorMessage, Payload, ReplyTo};
-use crate::session::SessionResource;
-use crate::{guard, runtime};
-
-rustler::atoms! {
-    invalid_regex,
-}
+use crate::error::NifResult;
+use crate::reply::{Caller, Payload, ReplyTo};
+use crate::session::{Session, SessionResource};
+use crate::value::{FromValue, Value};
+use crate::{from_map, guard, runtime};
 
 /// The longest line grep returns; longer lines are cut (at a character
 /// boundary) so one minified file cannot flood the answer.
@@ -43,7 +41,7 @@ const MAX_DEPTH: usize = 256;
 /// `glob` arguments, validated by Elixir. `pattern` is absolute and
 /// normalized; `base` is the directory results are made relative to
 /// (`nil`: results stay absolute).
-#[derive(Debug, NifMap)]
+#[derive(Debug)]
 pub struct GlobRequest {
     pub pattern: String,
     pub base: Option<String>,
@@ -51,9 +49,16 @@ pub struct GlobRequest {
     pub max_entries: u64,
     pub timeout_ms: u64,
 }
+from_map!(GlobRequest {
+    pattern,
+    base,
+    limit,
+    max_entries,
+    timeout_ms
+});
 
 /// `grep` arguments, validated by Elixir. `root` is absolute.
-#[derive(Debug, NifMap)]
+#[derive(Debug)]
 pub struct GrepRequest {
     pub pattern: String,
     pub root: String,
@@ -65,6 +70,17 @@ pub struct GrepRequest {
     pub max_file_bytes: u64,
     pub timeout_ms: u64,
 }
+from_map!(GrepRequest {
+    pattern,
+    root,
+    glob,
+    case_sensitive,
+    limit,
+    max_entries,
+    max_bytes,
+    max_file_bytes,
+    timeout_ms
+});
 
 /// Why a search has no answer.
 enum Failure {
@@ -81,29 +97,30 @@ enum Outcome {
 impl Payload for Outcome {
     /// `{:ok, [path]}`, `{:ok, [{path, line_number, line}]}`,
     /// `{:error, {:invalid_regex, message}}` or `{:error, message}`.
-    fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
+    fn to_value(&self) -> Value {
         match self {
-            Outcome::Paths(paths) => (reply::ok(), paths).encode(env),
-            Outcome::Matches(matches) => {
-                let list: Vec<Term<'a>> = matches
+            Outcome::Paths(paths) => Value::ok_with(paths.clone()),
+            Outcome::Matches(matches) => Value::ok_with(Value::List(
+                matches
                     .iter()
                     .map(|(path, number, line)| {
                         // Lines of non-UTF-8 files still come back printable.
-                        (path, *number, String::from_utf8_lossy(line).as_ref()).encode(env)
+                        let line = String::from_utf8_lossy(line).into_owned();
+                        Value::tuple([path.into(), (*number).into(), line.into()])
                     })
-                    .collect();
-                (reply::ok(), list).encode(env)
-            }
-            Outcome::Failed(Failure::InvalidRegex(message)) => {
-                (reply::error(), (invalid_regex(), message.as_str())).encode(env)
-            }
-            Outcome::Failed(Failure::Message(message)) => ErrorMessage(message.clone()).encode(env),
+                    .collect(),
+            )),
+            Outcome::Failed(Failure::InvalidRegex(message)) => Value::tuple([
+                Value::atom("error"),
+                Value::tuple([Value::atom("invalid_regex"), message.into()]),
+            ]),
+            Outcome::Failed(Failure::Message(message)) => Value::error(message.clone()),
         }
     }
 }
 
 /// Run `body` as a search job on `session` and answer `reply`.
-fn run<F>(session: ResourceArc<SessionResource>, reply: ReplyTo, timeout_ms: u64, body: F)
+fn run<F>(session: Arc<Session>, reply: ReplyTo, timeout_ms: u64, body: F)
 where
     F: FnOnce(
             Arc<dyn FileSystem>,
@@ -136,7 +153,7 @@ where
 }
 
 /// `ExBashkit.Search.glob/3`.
-pub fn glob(session: ResourceArc<SessionResource>, request: GlobRequest, reply: ReplyTo) {
+pub fn glob(session: Arc<Session>, request: GlobRequest, reply: ReplyTo) {
     let timeout_ms = request.timeout_ms;
     run(session, reply, timeout_ms, move |fs| {
         Box::pin(async move {
@@ -149,7 +166,7 @@ pub fn glob(session: ResourceArc<SessionResource>, request: GlobRequest, reply: 
 }
 
 /// `ExBashkit.Search.grep/3`.
-pub fn grep(session: ResourceArc<SessionResource>, request: GrepRequest, reply: ReplyTo) {
+pub fn grep(session: Arc<Session>, request: GrepRequest, reply: ReplyTo) {
     let timeout_ms = request.timeout_ms;
     run(session, reply, timeout_ms, move |fs| {
         Box::pin(async move {
@@ -159,6 +176,36 @@ pub fn grep(session: ResourceArc<SessionResource>, request: GrepRequest, reply: 
             }
         })
     });
+}
+
+// -- NIFs (the worker's `glob` / `grep` requests call the jobs above) ---------
+
+type Handle = ResourceArc<SessionResource>;
+
+/// `ExBashkit.Search.glob/3`: answers `{:ex_bashkit_reply, ref, {:ok, [path]}
+/// | {:error, message}}`.
+#[rustler::nif]
+fn session_glob(handle: Handle, request: Term, pid: LocalPid, reference: Term) -> NifResult<()> {
+    let request = GlobRequest::from_value(&Value::from_term(request)?)?;
+    glob(
+        Arc::clone(&handle.session),
+        request,
+        ReplyTo::new(Caller::process(pid, reference)),
+    );
+    Ok(())
+}
+
+/// `ExBashkit.Search.grep/3`: answers `{:ok, [{path, line_number, line}]}`,
+/// `{:error, {:invalid_regex, message}}` or `{:error, message}`.
+#[rustler::nif]
+fn session_grep(handle: Handle, request: Term, pid: LocalPid, reference: Term) -> NifResult<()> {
+    let request = GrepRequest::from_value(&Value::from_term(request)?)?;
+    grep(
+        Arc::clone(&handle.session),
+        request,
+        ReplyTo::new(Caller::process(pid, reference)),
+    );
+    Ok(())
 }
 
 // -- glob ---------------------------------------------------------------------

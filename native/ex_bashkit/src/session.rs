@@ -1,11 +1,12 @@
-//! The session resource: one `bashkit::Bash` behind an async mutex, plus the
-//! handles that must stay reachable while a script holds that mutex.
+//! A session: one `bashkit::Bash` behind an async mutex, plus the handles
+//! that must stay reachable while a script holds that mutex. This is the
+//! core both transports share: the NIF resource (bottom of this file) and
+//! the worker process (`worker.rs`) each hold `Arc<Session>`s.
 //!
 //! Every operation that needs the interpreter (`exec`, `state`, `reset`, ...)
-//! is a task on the interpreter runtime that answers the caller by message
-//! (see `reply.rs`): no BEAM thread ever waits for the lock. The mutex
-//! serializes them per session in arrival order; different sessions run in
-//! parallel.
+//! is a task on the interpreter runtime that answers its `ReplyTo` (see
+//! `reply.rs`): no BEAM thread ever waits for the lock. The mutex serializes
+//! them per session in arrival order; different sessions run in parallel.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,33 +15,36 @@ use std::time::{Duration, Instant};
 
 use bashkit::{Bash, ExecOptions, ExecResult, FileSystem};
 use parking_lot::{Mutex, RwLock};
-use rustler::{Encoder, Env, LocalPid, Monitor, NifMap, ResourceArc, Term};
+use rustler::{Env, LocalPid, Monitor, ResourceArc, Term};
 
 use crate::callbacks::CallbackChannel;
 use crate::changes::{self, Changes};
+use crate::error::NifResult;
 use crate::interrupt::Interrupt;
-use crate::options::{self, Bytes, SessionConfig};
-use crate::reply::{self, ErrorMessage, Payload, ReplyTo, SharedCaller};
+use crate::options::{self, SessionConfig};
+use crate::reply::{Caller, Payload, ReplyTo, SharedCaller};
+use crate::value::{Bytes, FromValue, Value};
 use crate::watchdog::{self, ExecTicket};
-use crate::{errors, guard, runtime};
+use crate::{errors, from_map, guard, runtime};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 static NEXT_EXEC: AtomicU64 = AtomicU64::new(1);
 /// Sessions alive right now (observability for leak tests and benchmarks).
 static LIVE: AtomicU64 = AtomicU64::new(0);
 
-/// How many sessions are alive (created and not yet garbage-collected).
+/// How many sessions are alive (created and not yet dropped).
 pub fn live_sessions() -> u64 {
     LIVE.load(Ordering::Relaxed)
 }
 
-rustler::atoms! {
-    ex_bashkit_output,
+/// A fresh exec id, for transports that do not bring their own.
+pub fn next_exec_id() -> u64 {
+    NEXT_EXEC.fetch_add(1, Ordering::Relaxed)
 }
 
-/// A live session, shared between the BEAM (as a resource) and the tasks
-/// running its scripts.
-pub struct SessionResource {
+/// A live session, shared by its owner (a NIF resource or a worker's table)
+/// and the tasks running its scripts.
+pub struct Session {
     pub id: u64,
     bash: tokio::sync::Mutex<Bash>,
     /// The interpreter's outer filesystem, reachable without the lock so
@@ -49,9 +53,8 @@ pub struct SessionResource {
     fs: RwLock<Arc<dyn FileSystem>>,
     /// The running exec's cancellation state, for `cancel/1`.
     current: Mutex<Option<Arc<ExecTicket>>>,
-    /// Every submitted exec not yet ended, by id, with the monitor on its
-    /// caller: `cancel_exec`, and cancelling the execs of a caller that died.
-    tickets: Mutex<HashMap<u64, Pending>>,
+    /// Every submitted exec not yet ended, by id: `cancel_exec`.
+    tickets: Mutex<HashMap<u64, Weak<ExecTicket>>>,
     /// Route of builtin / virtual_fs back-calls, when the session has any.
     channel: Option<Arc<CallbackChannel>>,
     /// Wakes the running exec's waits (sleep, back-calls) on cancel/timeout.
@@ -64,43 +67,17 @@ pub struct SessionResource {
     pub host_mounts: Mutex<Vec<options::MountSpec>>,
 }
 
-// The resource is only touched through its locks and atomics, so a panic
-// caught mid-operation cannot leave it observably half-updated.
-impl std::panic::RefUnwindSafe for SessionResource {}
-impl std::panic::UnwindSafe for SessionResource {}
-
-/// A submitted exec, as the session tracks it until it ends.
-struct Pending {
-    ticket: Weak<ExecTicket>,
-    caller_monitor: Option<Monitor>,
-}
-
-#[rustler::resource_impl]
-impl rustler::Resource for SessionResource {
-    /// The caller of an exec died: nobody will read the answer, so stop the
-    /// exec (running) or make it end at once when its turn comes (queued).
-    fn down<'a>(&'a self, _env: Env<'a>, _pid: LocalPid, monitor: Monitor) {
-        let tickets = self.tickets.lock();
-        for pending in tickets.values() {
-            if pending.caller_monitor.as_ref() == Some(&monitor) {
-                if let Some(ticket) = pending.ticket.upgrade() {
-                    ticket.cancel();
-                }
-            }
-        }
-    }
-}
-
-impl Drop for SessionResource {
+impl Drop for Session {
     fn drop(&mut self) {
         LIVE.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
-impl SessionResource {
-    /// Build a session from a validated configuration. Runs on a dirty IO
-    /// scheduler (it may touch host directories).
-    pub fn new(config: SessionConfig) -> Result<Self, String> {
+impl Session {
+    /// Build a session from a validated configuration. May touch host
+    /// directories: never call it on a normal scheduler unless
+    /// `options::builds_inline` says the configuration is purely in memory.
+    pub fn new(config: SessionConfig) -> Result<Arc<Self>, String> {
         let interrupt = Interrupt::new();
         let channel = options::callback_channel(&config, &interrupt);
         let bash = options::build_bash(&config, channel.as_ref(), Some(&interrupt))?;
@@ -108,7 +85,7 @@ impl SessionResource {
             runtime::block_on(options::prepare(&bash, &config, channel.as_ref()))?;
         }
         LIVE.fetch_add(1, Ordering::Relaxed);
-        Ok(Self {
+        Ok(Arc::new(Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             fs: RwLock::new(bash.fs()),
             bash: tokio::sync::Mutex::new(bash),
@@ -118,7 +95,7 @@ impl SessionResource {
             interrupt,
             host_mounts: Mutex::new(config.mounts.clone()),
             config: Arc::new(config),
-        })
+        }))
     }
 
     /// What `new/1` asked for.
@@ -163,6 +140,15 @@ impl SessionResource {
         Some(bash.shell_state_view().cwd.to_string_lossy().into_owned())
     }
 
+    /// `{id, running?, cwd | nil}` for `inspect/2`.
+    pub fn info(&self) -> Value {
+        Value::tuple([
+            self.id.into(),
+            self.is_running().into(),
+            self.try_cwd().into(),
+        ])
+    }
+
     /// Stop the running exec, if any, at its next check. Returns whether one
     /// was running.
     pub fn cancel(&self) -> bool {
@@ -177,12 +163,7 @@ impl SessionResource {
 
     /// Stop exec `id`, running or still queued. Returns whether it existed.
     pub fn cancel_exec(&self, id: u64) -> bool {
-        match self
-            .tickets
-            .lock()
-            .get(&id)
-            .and_then(|p| p.ticket.upgrade())
-        {
+        match self.tickets.lock().get(&id).and_then(Weak::upgrade) {
             Some(ticket) => {
                 ticket.cancel();
                 true
@@ -206,29 +187,8 @@ impl Held<'_> {
     }
 }
 
-/// Register a new exec of `session` by the process `caller`, monitored so
-/// that its death cancels the exec.
-fn submit(session: &ResourceArc<SessionResource>, env: Env, caller: LocalPid) -> Arc<ExecTicket> {
-    let ticket = ExecTicket::new(NEXT_EXEC.fetch_add(1, Ordering::Relaxed));
-    let caller_monitor = session.monitor(Some(env), &caller);
-    let pending = Pending {
-        ticket: Arc::downgrade(&ticket),
-        caller_monitor,
-    };
-    session.tickets.lock().insert(ticket.id, pending);
-    ticket
-}
-
-/// Forget exec `id` and its caller monitor (from an interpreter thread).
-fn forget(session: &ResourceArc<SessionResource>, id: u64) {
-    let pending = session.tickets.lock().remove(&id);
-    if let Some(monitor) = pending.and_then(|p| p.caller_monitor) {
-        session.demonitor(None, &monitor);
-    }
-}
-
 /// Per-call options of `exec/3`, validated by Elixir.
-#[derive(Debug, Default, NifMap)]
+#[derive(Debug, Default)]
 pub struct ExecCallOptions {
     pub stdin: Option<Bytes>,
     /// Send output chunks to the caller while the script runs.
@@ -237,14 +197,20 @@ pub struct ExecCallOptions {
     pub timeout_ms: Option<u64>,
     pub track_changes: bool,
 }
+from_map!(ExecCallOptions {
+    stdin,
+    stream,
+    timeout_ms,
+    track_changes
+});
 
 /// Marks the session busy with `ticket` while it runs.
 struct Running<'a> {
-    session: &'a SessionResource,
+    session: &'a Session,
 }
 
 impl<'a> Running<'a> {
-    fn start(session: &'a SessionResource, ticket: &Arc<ExecTicket>, bash: &Bash) -> Self {
+    fn start(session: &'a Session, ticket: &Arc<ExecTicket>, bash: &Bash) -> Self {
         // bashkit leaves resetting the token to us: reset it before this
         // exec becomes cancellable.
         let token = bash.cancellation_token();
@@ -266,8 +232,8 @@ impl Drop for Running<'_> {
 struct OutputChunk<'a>(&'a [u8], &'a [u8]);
 
 impl Payload for OutputChunk<'_> {
-    fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
-        (reply::binary(env, self.0), reply::binary(env, self.1)).encode(env)
+    fn to_value(&self) -> Value {
+        Value::tuple([Value::bin(self.0), Value::bin(self.1)])
     }
 }
 
@@ -281,26 +247,29 @@ fn bashkit_options(call: &mut ExecCallOptions, caller: &SharedCaller) -> ExecOpt
         out = out.streaming(Box::new(move |stdout, stderr| {
             if !stdout.is_empty() || !stderr.is_empty() {
                 let chunk = OutputChunk(stdout.as_bytes(), stderr.as_bytes());
-                caller.lock().send(ex_bashkit_output(), &chunk);
+                caller.lock().send("ex_bashkit_output", &chunk);
             }
         }));
     }
     out
 }
 
-/// Run `script` on `session` and answer `reply` when it ends. Returns the
-/// exec's id (for `cancel_exec`).
+/// Run `script` on `session` as exec `exec_id` and answer `reply` when it
+/// ends; `on_end` runs once the exec is over, before the answer is sent.
 pub fn exec(
-    env: Env,
-    session: ResourceArc<SessionResource>,
+    session: Arc<Session>,
+    exec_id: u64,
     script: String,
     mut call: ExecCallOptions,
-    caller_pid: LocalPid,
     reply: ReplyTo,
-) -> u64 {
+    on_end: Option<Box<dyn FnOnce() + Send>>,
+) {
     let caller = reply.caller();
-    let ticket = submit(&session, env, caller_pid);
-    let id = ticket.id;
+    let ticket = ExecTicket::new();
+    session
+        .tickets
+        .lock()
+        .insert(exec_id, Arc::downgrade(&ticket));
     // A per-call timeout counts from the call, queueing behind other execs
     // of this session included.
     if let Some(ms) = call.timeout_ms {
@@ -334,30 +303,44 @@ pub fn exec(
             ExecOutcome::new(result, changes, metrics, &ticket, call.timeout_ms)
         })
         .await;
-        forget(&session, id);
+        session.tickets.lock().remove(&exec_id);
+        if let Some(on_end) = on_end {
+            on_end();
+        }
         reply.finish(&outcome.unwrap_or_else(ExecOutcome::panicked));
     });
-    id
 }
 
 /// Run `script` in a fresh default interpreter (`ExBashkit.exec/1`).
-pub fn exec_once(script: String, reply: ReplyTo) {
+/// `ticket` cancels it (its caller died); `on_end` runs once it is over.
+pub fn exec_once_job(
+    script: String,
+    ticket: Arc<ExecTicket>,
+    reply: ReplyTo,
+    on_end: Option<Box<dyn FnOnce() + Send>>,
+) {
     runtime::spawn_script(async move {
         // The interpreter is dropped only after the answer is sent: tearing
         // it down takes ~10 µs that the caller need not wait for.
         let mut used = None;
+        let interrupt = Interrupt::new();
         let outcome = guard::catch_future(async {
-            match options::build_bash(&SessionConfig::default(), None, None) {
+            match options::build_bash(&SessionConfig::default(), None, Some(&interrupt)) {
                 Ok(bash) => {
                     let bash = used.insert(bash);
+                    ticket.start(bash.cancellation_token(), Arc::clone(&interrupt));
                     let metering = Metering::start(bash);
                     let result = bash.exec(&script).await;
-                    ExecOutcome::plain(result, metering.stop(bash))
+                    let metrics = metering.stop(bash);
+                    ExecOutcome::new(result, None, metrics, &ticket, None)
                 }
                 Err(message) => ExecOutcome::Error(message),
             }
         })
         .await;
+        if let Some(on_end) = on_end {
+            on_end();
+        }
         reply.finish(&outcome.unwrap_or_else(ExecOutcome::panicked));
         drop(used);
     });
@@ -399,13 +382,6 @@ pub enum ExecOutcome {
 }
 
 impl ExecOutcome {
-    fn plain(result: bashkit::Result<ExecResult>, metrics: Metrics) -> Self {
-        match result {
-            Ok(result) => ExecOutcome::Ok(Box::new(result), None, metrics),
-            Err(error) => ExecOutcome::Error(errors::describe(&error)),
-        }
-    }
-
     fn new(
         result: bashkit::Result<ExecResult>,
         changes: Option<Changes>,
@@ -437,31 +413,35 @@ impl Payload for ExecOutcome {
     /// `{:ok, {stdout, stderr, exit_code, stdout_truncated, stderr_truncated,
     /// changes, {commands, wall_time_us}}}` with `changes` `nil` or
     /// `{created, modified, deleted, complete?}`; or `{:error, message}`.
-    fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
+    fn to_value(&self) -> Value {
         match self {
             ExecOutcome::Ok(result, changes, metrics) => {
                 let changes = match changes {
-                    Some(c) => (&c.created, &c.modified, &c.deleted, c.complete).encode(env),
-                    None => rustler::types::atom::nil().encode(env),
+                    Some(c) => Value::tuple([
+                        c.created.clone().into(),
+                        c.modified.clone().into(),
+                        c.deleted.clone().into(),
+                        c.complete.into(),
+                    ]),
+                    None => Value::nil(),
                 };
-                let fields = (
-                    reply::binary(env, result.stdout.as_bytes()),
-                    reply::binary(env, result.stderr.as_bytes()),
-                    result.exit_code,
-                    result.stdout_truncated,
-                    result.stderr_truncated,
+                Value::ok_with(Value::tuple([
+                    Value::bin(result.stdout.as_bytes()),
+                    Value::bin(result.stderr.as_bytes()),
+                    result.exit_code.into(),
+                    result.stdout_truncated.into(),
+                    result.stderr_truncated.into(),
                     changes,
-                    (metrics.commands, metrics.wall_time_us),
-                );
-                (reply::ok(), fields).encode(env)
+                    Value::tuple([metrics.commands.into(), metrics.wall_time_us.into()]),
+                ]))
             }
-            ExecOutcome::Error(message) => ErrorMessage(message.clone()).encode(env),
+            ExecOutcome::Error(message) => Value::error(message.clone()),
         }
     }
 }
 
 /// `state/1`: a plain view of the shell, taken between scripts.
-pub fn state(session: ResourceArc<SessionResource>, reply: ReplyTo) {
+pub fn state(session: Arc<Session>, reply: ReplyTo) {
     runtime::spawn(async move {
         let outcome = guard::catch_future(async {
             let bash = session.bash.lock().await;
@@ -470,7 +450,7 @@ pub fn state(session: ResourceArc<SessionResource>, reply: ReplyTo) {
         .await;
         match outcome {
             Ok(view) => reply.finish(&view),
-            Err(panic) => reply.finish(&ErrorMessage(format!("internal error: {panic}"))),
+            Err(panic) => reply.finish(&Value::error(format!("internal error: {panic}"))),
         }
     });
 }
@@ -506,32 +486,23 @@ impl From<bashkit::ShellState> for ShellStateView {
     }
 }
 
-mod keys {
-    rustler::atoms! { env, variables, cwd, functions, aliases, last_exit_code }
-}
-
 impl Payload for ShellStateView {
-    fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
-        let pairs = [
-            (keys::env().encode(env), self.env.encode(env)),
-            (keys::variables().encode(env), self.variables.encode(env)),
-            (keys::cwd().encode(env), self.cwd.encode(env)),
-            (keys::functions().encode(env), self.functions.encode(env)),
-            (keys::aliases().encode(env), self.aliases.encode(env)),
-            (
-                keys::last_exit_code().encode(env),
-                self.last_exit_code.encode(env),
-            ),
-        ];
-        let map = Term::map_from_pairs(env, &pairs).expect("distinct keys");
-        (reply::ok(), map).encode(env)
+    fn to_value(&self) -> Value {
+        Value::ok_with(Value::map([
+            ("env", (&self.env).into()),
+            ("variables", (&self.variables).into()),
+            ("cwd", (&self.cwd).into()),
+            ("functions", self.functions.clone().into()),
+            ("aliases", (&self.aliases).into()),
+            ("last_exit_code", self.last_exit_code.into()),
+        ]))
     }
 }
 
 /// `reset/1`: rebuild the interpreter from the session's configuration,
 /// keeping its capabilities (builtins, backends, mounts, limits, network)
 /// because they are part of that configuration.
-pub fn reset(session: ResourceArc<SessionResource>, reply: ReplyTo) {
+pub fn reset(session: Arc<Session>, reply: ReplyTo) {
     runtime::spawn(async move {
         let outcome = guard::catch_future(async {
             let mut bash = session.bash.lock().await;
@@ -546,18 +517,180 @@ pub fn reset(session: ResourceArc<SessionResource>, reply: ReplyTo) {
         })
         .await;
         match outcome {
-            Ok(Ok(())) => reply.finish(&Done),
-            Ok(Err(message)) => reply.finish(&ErrorMessage(message)),
-            Err(panic) => reply.finish(&ErrorMessage(format!("internal error: {panic}"))),
+            Ok(Ok(())) => reply.finish(&Value::ok()),
+            Ok(Err(message)) => reply.finish(&Value::error(message)),
+            Err(panic) => reply.finish(&Value::error(format!("internal error: {panic}"))),
         }
     });
 }
 
-/// `:ok`.
-pub struct Done;
+// -- The NIF transport ------------------------------------------------------
 
-impl Payload for Done {
-    fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
-        reply::ok().encode(env)
+/// A session as the node holds it (`isolation: :in_node`): the core session
+/// plus a monitor on each exec's caller, whose death cancels that exec.
+pub struct SessionResource {
+    pub session: Arc<Session>,
+    monitors: Mutex<HashMap<u64, Monitor>>,
+}
+
+// Only touched through its locks, so a panic caught mid-operation cannot
+// leave it observably half-updated.
+impl std::panic::RefUnwindSafe for SessionResource {}
+impl std::panic::UnwindSafe for SessionResource {}
+
+#[rustler::resource_impl]
+impl rustler::Resource for SessionResource {
+    /// The caller of an exec died: nobody will read the answer, so stop the
+    /// exec (running) or make it end at once when its turn comes (queued).
+    fn down<'a>(&'a self, _env: Env<'a>, _pid: LocalPid, monitor: Monitor) {
+        let ids: Vec<u64> = self
+            .monitors
+            .lock()
+            .iter()
+            .filter(|(_, m)| **m == monitor)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            self.session.cancel_exec(id);
+        }
     }
+}
+
+type Handle = ResourceArc<SessionResource>;
+
+fn new_handle(config: Value) -> NifResult<Handle> {
+    let config = SessionConfig::from_value(&config)?;
+    Ok(ResourceArc::new(SessionResource {
+        session: Session::new(config)?,
+        monitors: Mutex::new(HashMap::new()),
+    }))
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn session_new(config: Term) -> NifResult<Handle> {
+    new_handle(Value::from_term(config)?)
+}
+
+/// `session_new/1` on the calling (normal) scheduler, for configurations
+/// whose construction touches neither the host nor large data (Elixir's
+/// `ExBashkit.Session.Options.inline?/1` decides): building the interpreter
+/// then takes tens of microseconds, less than the round trip to a dirty
+/// scheduler would add.
+#[rustler::nif]
+fn session_new_inline(env: Env, config: Term) -> NifResult<Handle> {
+    let handle = Value::from_term(config)
+        .map_err(Into::into)
+        .and_then(new_handle);
+    // Tell the VM this call used part of its time slice (about 40 µs of 1 ms).
+    rustler::schedule::consume_timeslice(env, 4);
+    handle
+}
+
+/// Submit `script`; the answer arrives as `{:ex_bashkit_reply, ref, outcome}`.
+/// Returns the exec's id, for `session_cancel_exec/2`.
+#[rustler::nif]
+fn session_exec(
+    env: Env,
+    handle: Handle,
+    script: String,
+    call: Term,
+    pid: LocalPid,
+    reference: Term,
+) -> NifResult<u64> {
+    let call = ExecCallOptions::from_value(&Value::from_term(call)?)?;
+    let id = next_exec_id();
+    if let Some(monitor) = handle.monitor(Some(env), &pid) {
+        handle.monitors.lock().insert(id, monitor);
+    }
+    let owner = handle.clone();
+    let on_end = Box::new(move || {
+        if let Some(monitor) = owner.monitors.lock().remove(&id) {
+            owner.demonitor(None, &monitor);
+        }
+    });
+    let reply = ReplyTo::new(Caller::process(pid, reference));
+    exec(
+        Arc::clone(&handle.session),
+        id,
+        script,
+        call,
+        reply,
+        Some(on_end),
+    );
+    Ok(id)
+}
+
+/// A one-shot exec (`ExBashkit.exec/1`) as the node tracks it: whose caller
+/// dying cancels it.
+pub struct OneShotResource {
+    ticket: Arc<ExecTicket>,
+}
+
+#[rustler::resource_impl]
+impl rustler::Resource for OneShotResource {
+    fn down<'a>(&'a self, _env: Env<'a>, _pid: LocalPid, _monitor: Monitor) {
+        self.ticket.cancel();
+    }
+}
+
+/// `ExBashkit.exec/1`: answered by message like `session_exec`.
+#[rustler::nif]
+fn exec_once(env: Env, script: String, pid: LocalPid, reference: Term) -> rustler::Atom {
+    let ticket = ExecTicket::new();
+    let tracker = ResourceArc::new(OneShotResource {
+        ticket: Arc::clone(&ticket),
+    });
+    let monitor = tracker.monitor(Some(env), &pid);
+    // The job holds the tracker (and so the monitor) until it ends.
+    let on_end = Box::new(move || {
+        if let Some(monitor) = monitor {
+            tracker.demonitor(None, &monitor);
+        }
+    });
+    let reply = ReplyTo::new(Caller::process(pid, reference));
+    exec_once_job(script, ticket, reply, Some(on_end));
+    rustler::types::atom::ok()
+}
+
+#[rustler::nif(name = "live_sessions")]
+fn live_sessions_count() -> u64 {
+    live_sessions()
+}
+
+/// Stop the running exec of the session; `true` if one was running.
+#[rustler::nif]
+fn session_cancel(handle: Handle) -> bool {
+    handle.session.cancel()
+}
+
+/// Stop exec `id` of the session (running or queued); `true` if it existed.
+#[rustler::nif]
+fn session_cancel_exec(handle: Handle, id: u64) -> bool {
+    handle.session.cancel_exec(id)
+}
+
+/// `state/1`: answers `{:ex_bashkit_reply, ref, {:ok, map}}`.
+#[rustler::nif]
+fn session_state(handle: Handle, pid: LocalPid, reference: Term) -> rustler::Atom {
+    state(
+        Arc::clone(&handle.session),
+        ReplyTo::new(Caller::process(pid, reference)),
+    );
+    rustler::types::atom::ok()
+}
+
+/// `reset/1`: answers `{:ex_bashkit_reply, ref, :ok | {:error, message}}`.
+#[rustler::nif]
+fn session_reset(handle: Handle, pid: LocalPid, reference: Term) -> rustler::Atom {
+    reset(
+        Arc::clone(&handle.session),
+        ReplyTo::new(Caller::process(pid, reference)),
+    );
+    rustler::types::atom::ok()
+}
+
+/// `{id, running?, cwd | nil}` for `inspect/2`.
+#[rustler::nif]
+fn session_info(env: Env, handle: Handle) -> Term {
+    handle.session.info().to_term(env)
 }

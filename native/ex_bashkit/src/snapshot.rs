@@ -18,22 +18,30 @@
 //! before it mutates anything, so a rejected snapshot leaves the session as
 //! it was.
 
+use std::sync::Arc;
+
 use bashkit::{Error, SnapshotOptions};
 use rustler::env::{OwnedEnv, SavedTerm};
-use rustler::{Encoder, Env, NifMap, ResourceArc, Term};
+use rustler::{LocalPid, ResourceArc, Term};
 
-use crate::options::Bytes;
-use crate::reply::{self, ErrorMessage, Payload, ReplyTo};
-use crate::session::SessionResource;
-use crate::{guard, runtime};
+use crate::error::NifResult;
+use crate::reply::{Caller, Payload, ReplyTo};
+use crate::session::{Session, SessionResource};
+use crate::value::{Bytes, FromValue, Value};
+use crate::{from_map, guard, runtime};
 
 /// Options of `snapshot/2`, validated by Elixir.
-#[derive(Debug, Default, NifMap)]
+#[derive(Debug, Default)]
 pub struct SnapshotRequest {
     pub key: Option<Bytes>,
     pub exclude_filesystem: bool,
     pub exclude_functions: bool,
 }
+from_map!(SnapshotRequest {
+    key,
+    exclude_filesystem,
+    exclude_functions
+});
 
 /// What a snapshot or restore ended with, ready to encode.
 enum Outcome {
@@ -44,11 +52,11 @@ enum Outcome {
 
 impl Payload for Outcome {
     /// `{:ok, binary}`, `:ok` or `{:error, message}`.
-    fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
+    fn to_value(&self) -> Value {
         match self {
-            Outcome::Bytes(bytes) => (reply::ok(), reply::binary(env, bytes)).encode(env),
-            Outcome::Restored => reply::ok().encode(env),
-            Outcome::Error(message) => ErrorMessage(message.clone()).encode(env),
+            Outcome::Bytes(bytes) => Value::ok_with(Value::bin(bytes)),
+            Outcome::Restored => Value::ok(),
+            Outcome::Error(message) => Value::error(message.clone()),
         }
     }
 }
@@ -79,7 +87,7 @@ fn describe(error: &Error) -> String {
 }
 
 /// Capture `session` and answer `reply` with `{:ok, bytes}`.
-pub fn snapshot(session: ResourceArc<SessionResource>, request: SnapshotRequest, reply: ReplyTo) {
+pub fn snapshot(session: Arc<Session>, request: SnapshotRequest, reply: ReplyTo) {
     runtime::spawn(async move {
         let outcome = guard::catch_future(async {
             let bash = session.lock_bash().await;
@@ -96,6 +104,18 @@ pub fn snapshot(session: ResourceArc<SessionResource>, request: SnapshotRequest,
         .await;
         reply.finish(&Outcome::from(outcome));
     });
+}
+
+/// Where a restore reads the snapshot from: the worker owns a copy; the NIF
+/// borrows the caller's binary.
+pub trait SnapshotSource: Send + 'static {
+    fn with<T>(&self, f: impl FnOnce(&[u8]) -> T) -> T;
+}
+
+impl SnapshotSource for Vec<u8> {
+    fn with<T>(&self, f: impl FnOnce(&[u8]) -> T) -> T {
+        f(self)
+    }
 }
 
 /// The caller's snapshot binary, kept alive for the job without copying it:
@@ -117,7 +137,9 @@ impl SnapshotBytes {
         let term = env.save(term);
         Ok(Self { env, term })
     }
+}
 
+impl SnapshotSource for SnapshotBytes {
     /// Run `f` on the bytes. Must run on a non-BEAM thread.
     fn with<T>(&self, f: impl FnOnce(&[u8]) -> T) -> T {
         self.env.run(|env| {
@@ -133,8 +155,8 @@ impl SnapshotBytes {
 
 /// Restore `bytes` into `session` and answer `reply` with `:ok`.
 pub fn restore(
-    session: ResourceArc<SessionResource>,
-    bytes: SnapshotBytes,
+    session: Arc<Session>,
+    bytes: impl SnapshotSource,
     key: Option<Vec<u8>>,
     reply: ReplyTo,
 ) {
@@ -152,6 +174,40 @@ pub fn restore(
         .await;
         reply.finish(&Outcome::from(outcome));
     });
+}
+
+type Handle = ResourceArc<SessionResource>;
+
+/// `snapshot/2`: answers `{:ex_bashkit_reply, ref, {:ok, bytes} | {:error, _}}`.
+#[rustler::nif]
+fn session_snapshot(
+    handle: Handle,
+    request: Term,
+    pid: LocalPid,
+    reference: Term,
+) -> NifResult<()> {
+    let request = SnapshotRequest::from_value(&Value::from_term(request)?)?;
+    let reply = ReplyTo::new(Caller::process(pid, reference));
+    snapshot(Arc::clone(&handle.session), request, reply);
+    Ok(())
+}
+
+/// `restore/3`: answers `{:ex_bashkit_reply, ref, :ok | {:error, _}}`.
+/// An invalid argument is answered by the return value alone, before any
+/// reply obligation exists, so no message is left behind.
+#[rustler::nif]
+fn session_restore(
+    handle: Handle,
+    bytes: Term,
+    key: Option<rustler::Binary>,
+    pid: LocalPid,
+    reference: Term,
+) -> NifResult<()> {
+    let bytes = SnapshotBytes::new(bytes)?;
+    let key = key.map(|k| k.as_slice().to_vec());
+    let reply = ReplyTo::new(Caller::process(pid, reference));
+    restore(Arc::clone(&handle.session), bytes, key, reply);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -14,27 +14,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bashkit::{DirEntry, FileSystem, FileSystemExt, FileType, Metadata};
-use rustler::{Atom, Encoder, Env, Term};
 
 use crate::callbacks::{Answer, CallError, CallbackChannel, Request};
-use crate::reply;
+use crate::value::Value;
 
 /// Entries beyond this in one listing are an error (a backend returning a
 /// million entries must not exhaust memory or time).
 pub const MAX_ENTRIES: usize = 10_000;
 
-rustler::atoms! {
-    vfs,
-    nil,
-    read,
-    write,
-    append,
-    mkdir,
-    remove,
-    rename,
-    list,
-    stat,
-}
+/// The operation a back-call asks for, as the atom Elixir matches on.
+type Op = &'static str;
 
 /// One mounted Elixir backend.
 pub struct ElixirFs {
@@ -47,7 +36,7 @@ impl ElixirFs {
         Self { mount, channel }
     }
 
-    async fn call(&self, op: Atom, path: &Path, extra: Extra<'_>) -> bashkit::Result<Answer> {
+    async fn call(&self, op: Op, path: &Path, extra: Extra<'_>) -> bashkit::Result<Answer> {
         let path = path.to_string_lossy();
         let request = VfsRequest {
             mount: &self.mount,
@@ -80,7 +69,7 @@ impl ElixirFs {
         }
     }
 
-    async fn call_done(&self, op: Atom, path: &Path, extra: Extra<'_>) -> bashkit::Result<()> {
+    async fn call_done(&self, op: Op, path: &Path, extra: Extra<'_>) -> bashkit::Result<()> {
         match self.call(op, path, extra).await? {
             Answer::Done => Ok(()),
             other => Err(unexpected(op, &other)),
@@ -98,20 +87,26 @@ enum Extra<'a> {
 
 struct VfsRequest<'a> {
     mount: &'a str,
-    op: Atom,
+    op: Op,
     path: &'a str,
     extra: Extra<'a>,
 }
 
 impl Request for VfsRequest<'_> {
-    fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
+    fn to_value(&self) -> Value {
         let extra = match &self.extra {
-            Extra::None => nil().encode(env),
-            Extra::Content(bytes) => reply::binary(env, bytes),
-            Extra::Flag(flag) => flag.encode(env),
-            Extra::Target(path) => path.to_string_lossy().encode(env),
+            Extra::None => Value::nil(),
+            Extra::Content(bytes) => Value::bin(bytes),
+            Extra::Flag(flag) => Value::from(*flag),
+            Extra::Target(path) => Value::from(path.to_string_lossy().into_owned()),
         };
-        (vfs(), self.mount, self.op, self.path, extra).encode(env)
+        Value::tuple([
+            Value::atom("vfs"),
+            self.mount.into(),
+            Value::atom(self.op),
+            self.path.into(),
+            extra,
+        ])
     }
 }
 
@@ -137,9 +132,9 @@ fn errno(reason: &str) -> bashkit::Error {
     IoError::new(kind, text).into()
 }
 
-fn unexpected(op: Atom, answer: &Answer) -> bashkit::Error {
+fn unexpected(op: Op, answer: &Answer) -> bashkit::Error {
     IoError::other(format!(
-        "virtual_fs backend gave an unusable answer to {op:?}: {}",
+        "virtual_fs backend gave an unusable answer to {op}: {}",
         answer_kind(answer)
     ))
     .into()
@@ -206,38 +201,38 @@ impl FileSystemExt for ElixirFs {
 #[bashkit::async_trait]
 impl FileSystem for ElixirFs {
     async fn read_file(&self, path: &Path) -> bashkit::Result<Vec<u8>> {
-        match self.call(read(), path, Extra::None).await? {
+        match self.call("read", path, Extra::None).await? {
             Answer::Data(bytes) => Ok(bytes),
-            other => Err(unexpected(read(), &other)),
+            other => Err(unexpected("read", &other)),
         }
     }
 
     async fn write_file(&self, path: &Path, content: &[u8]) -> bashkit::Result<()> {
-        self.call_done(write(), path, Extra::Content(content)).await
+        self.call_done("write", path, Extra::Content(content)).await
     }
 
     async fn append_file(&self, path: &Path, content: &[u8]) -> bashkit::Result<()> {
-        self.call_done(append(), path, Extra::Content(content))
+        self.call_done("append", path, Extra::Content(content))
             .await
     }
 
     async fn mkdir(&self, path: &Path, recursive: bool) -> bashkit::Result<()> {
-        self.call_done(mkdir(), path, Extra::Flag(recursive)).await
+        self.call_done("mkdir", path, Extra::Flag(recursive)).await
     }
 
     async fn remove(&self, path: &Path, recursive: bool) -> bashkit::Result<()> {
-        self.call_done(remove(), path, Extra::Flag(recursive)).await
+        self.call_done("remove", path, Extra::Flag(recursive)).await
     }
 
     async fn stat(&self, path: &Path) -> bashkit::Result<Metadata> {
-        match self.call(stat(), path, Extra::None).await? {
+        match self.call("stat", path, Extra::None).await? {
             Answer::Stat(kind, size) => Ok(metadata(&kind, size)),
-            other => Err(unexpected(stat(), &other)),
+            other => Err(unexpected("stat", &other)),
         }
     }
 
     async fn read_dir(&self, path: &Path) -> bashkit::Result<Vec<DirEntry>> {
-        match self.call(list(), path, Extra::None).await? {
+        match self.call("list", path, Extra::None).await? {
             Answer::Entries(entries) => Ok(sanitize_entries(entries)
                 .map_err(IoError::other)?
                 .into_iter()
@@ -246,7 +241,7 @@ impl FileSystem for ElixirFs {
                     metadata: metadata(&kind, 0),
                 })
                 .collect()),
-            other => Err(unexpected(list(), &other)),
+            other => Err(unexpected("list", &other)),
         }
     }
 
@@ -259,7 +254,7 @@ impl FileSystem for ElixirFs {
     }
 
     async fn rename(&self, from: &Path, to: &Path) -> bashkit::Result<()> {
-        self.call_done(rename(), from, Extra::Target(to)).await
+        self.call_done("rename", from, Extra::Target(to)).await
     }
 
     async fn copy(&self, from: &Path, to: &Path) -> bashkit::Result<()> {

@@ -22,7 +22,6 @@ use crate::interrupt::Interrupt;
 /// is only touched once the exec runs, since it is shared by all of them.
 #[derive(Debug)]
 pub struct ExecTicket {
-    pub id: u64,
     /// The interpreter's token and the session's interrupt, once the exec
     /// runs.
     running: Mutex<Option<(Arc<AtomicBool>, Arc<Interrupt>)>>,
@@ -31,9 +30,8 @@ pub struct ExecTicket {
 }
 
 impl ExecTicket {
-    pub fn new(id: u64) -> Arc<Self> {
+    pub fn new() -> Arc<Self> {
         Arc::new(Self {
-            id,
             running: Mutex::new(None),
             cancelled: AtomicBool::new(false),
             timed_out: AtomicBool::new(false),
@@ -179,9 +177,9 @@ mod tests {
     #[test]
     fn fires_at_the_deadline_and_skips_ended_execs() {
         let token = Arc::new(AtomicBool::new(false));
-        let ticket = ExecTicket::new(1);
+        let ticket = ExecTicket::new();
         ticket.start(Arc::clone(&token), Interrupt::new());
-        let ended = ExecTicket::new(2);
+        let ended = ExecTicket::new();
         schedule(Instant::now() + Duration::from_millis(20), &ended);
         drop(ended);
         schedule(Instant::now() + Duration::from_millis(30), &ticket);
@@ -200,7 +198,7 @@ mod tests {
     #[test]
     fn a_cancel_before_start_applies_at_start_only() {
         let token = Arc::new(AtomicBool::new(false));
-        let ticket = ExecTicket::new(3);
+        let ticket = ExecTicket::new();
         ticket.cancel();
         assert!(
             !token.load(Ordering::SeqCst),

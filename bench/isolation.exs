@@ -1,0 +1,174 @@
+# The two isolation modes side by side, against raw bashkit measured in the
+# same run: `scripts/bench-isolation` (it builds bench/raw first), or
+# `MIX_ENV=prod mix run bench/isolation.exs [--quick] [--out FILE]`.
+#
+# Figures (the blast-radius issue's goals for `isolation: :process`):
+#   * `Session.exec("echo hi")` median, each mode, and raw bashkit's exec;
+#   * `ExBashkit.exec("echo hi")` median, each mode, and raw new+exec;
+#   * builtin round trip (script → Elixir fun → script), each mode;
+#   * total execs/s with 64 sessions, each mode (goal: process ≥ 0.8× in-node);
+#   * memory: RSS of an idle worker, and per idle session in a worker.
+# Writes bench/isolation.md.
+
+for file <- ~w(stats sampler raw), do: Code.require_file("lib/#{file}.exs", __DIR__)
+
+defmodule Bench.Isolation do
+  alias Bench.{Sampler, Stats}
+  alias ExBashkit.Session
+
+  @echo "echo hi"
+  @modes [:in_node, :process]
+
+  def main(argv) do
+    {opts, _, _} = OptionParser.parse(argv, strict: [quick: :boolean, out: :string])
+    quick? = Keyword.get(opts, :quick, false)
+    out = Keyword.get(opts, :out, "bench/isolation.md")
+    load_before = loadavg()
+
+    raw =
+      if Bench.Raw.available?(),
+        do: Bench.Raw.run(["echo"], quick?),
+        else: []
+
+    rows =
+      for mode <- @modes do
+        IO.puts(:stderr, "==> #{mode}")
+        {mode, measure(mode, quick?)}
+      end
+
+    memory = worker_memory(if quick?, do: 200, else: 2_000)
+    report = render(raw, rows, memory, load_before, loadavg(), quick?)
+    File.write!(out, report)
+    IO.puts(report)
+  end
+
+  defp measure(mode, quick?) do
+    budget = fn b -> Sampler.scale(b, quick?) end
+    session = Session.new(isolation: mode)
+    {:ok, _} = Session.exec(session, @echo)
+    builtin = Session.new(isolation: mode, builtins: %{"answer" => fn _ -> {:ok, "x\n"} end})
+    {:ok, %{stdout: "x\n"}} = Session.exec(builtin, "answer")
+    Application.put_env(:ex_bashkit, :isolation, mode)
+
+    %{
+      session_exec:
+        Sampler.sample(budget.({2_000, 2_000, 100_000, 1_500}), fn ->
+          Session.exec(session, @echo)
+        end),
+      exec_once:
+        Sampler.sample(budget.({500, 1_000, 50_000, 1_500}), fn -> ExBashkit.exec(@echo) end),
+      builtin:
+        Sampler.sample(budget.({1_000, 1_000, 50_000, 1_500}), fn ->
+          Session.exec(builtin, "answer")
+        end),
+      throughput_64: throughput(mode, 64, if(quick?, do: 5_000, else: 40_000))
+    }
+  end
+
+  # `n` processes with a session each, `total` execs of `echo hi` in all.
+  defp throughput(mode, n, total) do
+    per = div(total, n)
+    parent = self()
+
+    pids =
+      for _ <- 1..n do
+        spawn_link(fn ->
+          s = Session.new(isolation: mode)
+          {:ok, _} = Session.exec(s, @echo)
+          send(parent, {:ready, self()})
+          receive do: (:go -> :ok)
+          for _ <- 1..per, do: {:ok, _} = Session.exec(s, @echo)
+          send(parent, {:done, self()})
+        end)
+      end
+
+    for p <- pids, do: receive(do: ({:ready, ^p} -> :ok))
+    t0 = System.monotonic_time()
+    for p <- pids, do: send(p, :go)
+    for p <- pids, do: receive(do: ({:done, ^p} -> :ok))
+    elapsed = System.convert_time_unit(System.monotonic_time() - t0, :native, :microsecond)
+    per * n / (elapsed / 1_000_000)
+  end
+
+  # RSS of a worker with no session, then per idle session (`count` of them).
+  defp worker_memory(count) do
+    {:ok, pid} = ExBashkit.Worker.start_link(name: :bench_memory_worker)
+    probe = fn -> ExBashkit.Worker.call(pid, {:live_sessions}) end
+    probe.()
+    os_pid = ExBashkit.Worker.os_pid(pid)
+    idle = rss_kb(os_pid)
+
+    for i <- 1..count do
+      :ok = ExBashkit.Worker.call(pid, {:new, i, default_config()})
+    end
+
+    loaded = rss_kb(os_pid)
+    %{idle_kb: idle, per_session_bytes: (loaded - idle) * 1024 / count, sessions: count}
+  end
+
+  defp default_config, do: ExBashkit.Session.Options.parse!([]).native
+
+  defp rss_kb(os_pid) do
+    "/proc/#{os_pid}/status"
+    |> File.read!()
+    |> then(&Regex.run(~r/VmRSS:\s+(\d+)/, &1))
+    |> then(fn [_, kb] -> String.to_integer(kb) end)
+  end
+
+  defp loadavg do
+    case File.read("/proc/loadavg") do
+      {:ok, text} -> text |> String.split() |> Enum.take(3) |> Enum.join(" ")
+      _ -> "?"
+    end
+  end
+
+  defp median(samples), do: Stats.summary(samples)[:median]
+
+  defp raw_median(raw, name) do
+    Enum.find_value(raw, fn
+      {:sample, ^name, ns} -> median(ns)
+      _ -> nil
+    end)
+  end
+
+  defp render(raw, rows, memory, load_before, load_after, quick?) do
+    m = Map.new(rows)
+    raw_exec = raw_median(raw, "raw/echo_hi.exec")
+    raw_new_exec = raw_median(raw, "raw/echo_hi.new_exec")
+
+    line = fn what, key, baseline ->
+      ours = Enum.map(@modes, &median(m[&1][key]))
+
+      "| #{what} | " <>
+        Enum.map_join(ours, " | ", &Stats.fmt_ns/1) <>
+        " | #{Stats.fmt_ns(baseline)} |"
+    end
+
+    tp = fn mode -> m[mode].throughput_64 end
+
+    """
+    # Isolation modes, side by side
+
+    #{if quick?, do: "Quick run (smoke figures). ", else: ""}Load average before: #{load_before}; after: #{load_after}.
+    Machine: #{System.schedulers_online()} schedulers. Raw bashkit measured in the same run
+    (`bench/raw`, #{if raw == [], do: "not built: run scripts/bench-isolation", else: "built"}).
+
+    | median | in_node | process | raw bashkit |
+    |---|---|---|---|
+    #{line.("`Session.exec(\"echo hi\")`", :session_exec, raw_exec)}
+    #{line.("`ExBashkit.exec(\"echo hi\")`", :exec_once, raw_new_exec)}
+    #{line.("builtin round trip (`answer`)", :builtin, nil)}
+
+    | throughput, 64 sessions | in_node | process | process / in_node |
+    |---|---|---|---|
+    | execs/s | #{Stats.fmt_int(tp.(:in_node))} | #{Stats.fmt_int(tp.(:process))} | #{Stats.fmt_ratio(tp.(:process) / tp.(:in_node))} |
+
+    | worker memory | |
+    |---|---|
+    | RSS of an idle worker | #{Stats.fmt_bytes(memory.idle_kb * 1024)} |
+    | per idle session in a worker (#{memory.sessions} sessions) | #{Stats.fmt_bytes(memory.per_session_bytes)} |
+    """
+  end
+end
+
+Bench.Isolation.main(System.argv())

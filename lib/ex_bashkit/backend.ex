@@ -1,0 +1,204 @@
+defmodule ExBashkit.Backend do
+  @moduledoc false
+  # The one choke point between the public API and where sessions live.
+  #
+  # A session is either in this node (`isolation: :in_node`: a NIF resource,
+  # `ExBashkit.Native`) or in a worker OS process (`isolation: :process`:
+  # `ExBashkit.Worker`, which forwards to the same Rust core over a port).
+  # Every public function reaches the interpreter through this module, which
+  # is the only place that tells the two apart. Both transports answer
+  # long requests with the same messages, `{:ex_bashkit_reply, ref, outcome}`
+  # (plus `:ex_bashkit_output` / `:ex_bashkit_callback` while an exec runs),
+  # so the code that waits (`ExBashkit.Request`) is shared.
+  #
+  # For a worker, the request's `ref` is a monitor of the worker's owner
+  # process, so the wait also ends if that process dies (`Request.await/3`
+  # matches the `:DOWN`).
+
+  alias ExBashkit.{Native, Worker, WorkerPool}
+
+  @typedoc "Where a session lives."
+  @type location :: :in_node | {:process, atom(), pos_integer()}
+
+  @doc false
+  # Build a session from the validated native configuration. Returns the
+  # handle the `%Session{}` keeps (its identity and, through GC, its life)
+  # and its location.
+  @spec new(map(), :in_node | :process, boolean()) ::
+          {:ok, reference(), location()} | {:error, String.t()}
+  def new(config, :in_node, inline?) do
+    result = if inline?, do: Native.session_new_inline(config), else: Native.session_new(config)
+
+    with {:ok, resource} <- result, do: {:ok, resource, :in_node}
+  end
+
+  def new(config, :process, _inline?) do
+    with {:ok, name} <- WorkerPool.pick(),
+         {:ok, worker} <- whereis(name) do
+      sid = System.unique_integer([:positive])
+
+      case Worker.call(worker, {:new, sid, config}) do
+        :ok -> {:ok, Native.remote_session(worker, sid), {:process, name, sid}}
+        {:error, _} = error -> error
+      end
+    end
+  end
+
+  # A session names its worker by its registered name, so that it reaches
+  # the restarted owner process if the old one ever died.
+  defp whereis(name) do
+    case Process.whereis(name) do
+      pid when is_pid(pid) -> {:ok, pid}
+      nil -> {:error, "worker process #{inspect(name)} is not running"}
+    end
+  end
+
+  @doc false
+  # Submit an exec; messages arrive tagged with the returned ref.
+  @spec exec(reference(), location(), String.t(), map(), map()) ::
+          {:ok, reference(), pos_integer()} | {:error, String.t()}
+  def exec(resource, :in_node, script, call, _meta) do
+    ref = make_ref()
+
+    with {:ok, id} <- Native.session_exec(resource, script, call, self(), ref),
+         do: {:ok, ref, id}
+  end
+
+  def exec(_resource, {:process, name, sid}, script, call, meta) do
+    with {:ok, worker} <- whereis(name) do
+      ref = Process.monitor(worker)
+      id = Worker.request(worker, ref, {:exec, sid, script, call}, meta)
+      {:ok, ref, id}
+    end
+  end
+
+  @doc false
+  @spec exec_once(String.t(), :in_node | :process, map()) ::
+          {:ok, reference()} | {:error, String.t()}
+  def exec_once(script, :in_node, _meta) do
+    ref = make_ref()
+    :ok = Native.exec_once(script, self(), ref)
+    {:ok, ref}
+  end
+
+  def exec_once(script, :process, meta) do
+    with {:ok, name} <- WorkerPool.pick(),
+         {:ok, worker} <- whereis(name) do
+      ref = Process.monitor(worker)
+      Worker.request(worker, ref, {:exec_once, script}, meta)
+      {:ok, ref}
+    end
+  end
+
+  @doc false
+  @spec cancel_exec(reference(), location(), pos_integer()) :: :ok
+  def cancel_exec(resource, :in_node, id) do
+    Native.session_cancel_exec(resource, id)
+    :ok
+  end
+
+  def cancel_exec(_resource, {:process, name, sid}, id) do
+    with {:ok, worker} <- whereis(name), do: Worker.cast(worker, {:cancel_exec, sid, id})
+    :ok
+  end
+
+  @doc false
+  @spec cancel(reference(), location()) :: boolean()
+  def cancel(resource, :in_node), do: Native.session_cancel(resource)
+
+  def cancel(_resource, {:process, name, sid}) do
+    with {:ok, worker} <- whereis(name), do: Worker.call(worker, {:cancel, sid}) == true
+  end
+
+  @doc false
+  # `state`, `reset`, `snapshot`, `restore`: submitted, answered by message.
+  @spec submit(reference(), location(), atom(), list()) :: {:ok, reference()} | {:error, term()}
+  def submit(resource, :in_node, op, args) do
+    ref = make_ref()
+
+    case apply(Native, :"session_#{op}", [resource | args] ++ [self(), ref]) do
+      :ok -> {:ok, ref}
+      {:ok, _} -> {:ok, ref}
+      {:error, _} = error -> error
+    end
+  end
+
+  def submit(_resource, {:process, name, sid}, op, args) do
+    with {:ok, worker} <- whereis(name) do
+      ref = Process.monitor(worker)
+      Worker.request(worker, ref, List.to_tuple([op, sid | args]))
+      {:ok, ref}
+    end
+  end
+
+  @doc false
+  # A filesystem request (see `fs_api.rs`), answered synchronously.
+  @spec fs(reference(), location(), tuple()) :: term()
+  def fs(resource, :in_node, request), do: Native.fs_call(resource, request)
+
+  def fs(_resource, {:process, worker, sid}, request),
+    do: Worker.call(worker, {:fs, sid, request})
+
+  @doc false
+  # `{:ok, grants}` of `runtime_mounts::describe` (mounts, network, limits).
+  @spec describe(reference(), location()) :: {:ok, map()} | {:error, String.t()}
+  def describe(resource, :in_node), do: Native.session_describe(resource)
+
+  def describe(_resource, {:process, name, sid}) do
+    with {:ok, worker} <- whereis(name), do: Worker.call(worker, {:describe, sid})
+  end
+
+  @doc false
+  # `{id, running?, cwd | nil}`, or nil when the session cannot say.
+  @spec info(reference(), location()) :: {integer(), boolean(), String.t() | nil} | nil
+  def info(resource, :in_node), do: Native.session_info(resource)
+
+  def info(_resource, {:process, name, sid}) do
+    with {:ok, worker} <- whereis(name),
+         {_, _, _} = info <- Worker.call(worker, {:info, sid}) do
+      info
+    else
+      _ -> nil
+    end
+  end
+
+  @doc false
+  # Sessions alive, in the node and in every worker (leak tests).
+  @spec live_sessions() :: non_neg_integer()
+  def live_sessions, do: Native.live_sessions() + sum_over_workers({:live_sessions})
+
+  @doc false
+  # Scripts running or queued, in the node and in every worker.
+  @spec running_scripts() :: non_neg_integer()
+  def running_scripts, do: Native.running_scripts() + sum_over_workers({:running_scripts})
+
+  defp sum_over_workers(request) do
+    for name <- WorkerPool.workers(), pid = Process.whereis(name), is_pid(pid), reduce: 0 do
+      sum ->
+        case Worker.call(pid, request) do
+          n when is_integer(n) -> sum + n
+          _ -> sum
+        end
+    end
+  end
+
+  @doc false
+  # Answer a back-call of a script running at `location`.
+  @spec callback_reply(location(), pos_integer(), term()) :: term()
+  def callback_reply(:in_node, call_id, answer), do: Native.callback_reply(call_id, answer)
+
+  def callback_reply({:process, name, _sid}, call_id, answer) do
+    with {:ok, worker} <- whereis(name),
+         do: Worker.cast(worker, {:callback_reply, call_id, answer})
+  end
+
+  @doc false
+  # Forget the worker monitor behind `ref` once its request is answered.
+  @spec done(reference(), location() | :process) :: :ok
+  def done(_ref, :in_node), do: :ok
+
+  def done(ref, _process) do
+    Process.demonitor(ref, [:flush])
+    :ok
+  end
+end

@@ -1,0 +1,500 @@
+defmodule ExBashkit.Worker do
+  @moduledoc """
+  One worker OS process that runs sessions for the node
+  (`isolation: :process`, the default), and the Elixir process that owns its
+  port.
+
+  The worker is `priv/native/ex_bashkit_worker`, built from the same Rust
+  crate as the NIF: the same interpreter core, spoken to by frames on its
+  stdin/stdout (`{:packet, 4}`, external term format; the protocol is
+  documented in `native/ex_bashkit/src/worker.rs`). A crash, a stack
+  overflow, an allocation failure or a thread that never stops ends that OS
+  process, never the VM.
+
+  This process routes messages both ways: a request carries the caller's pid
+  and reference; every message the worker sends back (`{tag, id, payload}`)
+  is forwarded to the caller as `{tag, ref, payload}`, the very message the
+  NIF transport sends, so the code that waits is the same in both modes.
+
+  What it guarantees:
+
+    * **Caller death** cancels the caller's execs in the worker (one-shot
+      `ExBashkit.exec/1` ones too).
+    * **Deadlines.** An exec with a timeout (per call, or the session's
+      `limits: [timeout_ms: ...]`) is answered at its deadline (plus
+      `200 ms`) even if the interpreter never reaches a command boundary;
+      if the worker has still not finished it `:worker_kill_grace_ms` later
+      (default 2 000), the worker is killed. `ExBashkit.Session.cancel/1`
+      gets the same treatment.
+    * **Crashes.** When the worker dies, every request in flight on it is
+      answered `{:error, "worker process crashed ..."}` at once, a new
+      worker starts, and every session that lived there is rebuilt from its
+      `new/1` configuration. A session that was idle when it happened
+      answers its next call with `{:error, "session lost ..."}` (once), so
+      the loss of its state is never silent; it is usable again afterwards.
+
+  Workers are started by `ExBashkit.Application` (see
+  `ExBashkit.WorkerPool`) and start their OS process on first use.
+  """
+
+  use GenServer
+  require Logger
+
+  alias ExBashkit.Native
+
+  @reply_slack_ms 200
+  # Interpreter threads of a worker: 16 MiB stacks (a stack overflow only
+  # ends the worker, unlike in the node), at most 256 scripts at once; the
+  # address-space limit makes room for all of them on top of `:max_memory`.
+  @stack_size 16 * 1024 * 1024
+  @max_script_threads 256
+  @mapping_slack 1024 * 1024 * 1024
+
+  @typedoc "A request without its id: `{op, sid, args...}` (see `worker.rs`)."
+  @type request :: tuple()
+
+  @doc false
+  def child_spec(opts) do
+    %{id: Keyword.fetch!(opts, :name), start: {__MODULE__, :start_link, [opts]}}
+  end
+
+  @doc """
+  Start a worker owner registered as `opts[:name]`. The OS process starts
+  on the first request.
+  """
+  @spec start_link(keyword()) :: GenServer.on_start()
+  def start_link(opts),
+    do: GenServer.start_link(__MODULE__, opts, name: Keyword.fetch!(opts, :name))
+
+  @doc false
+  # Send `request` to the worker; its messages reach the caller tagged with
+  # `ref`. `meta` may carry `:timeout_ms` (the deadline of an exec, from
+  # now). Returns the request id, which for an exec is also its exec id.
+  @spec request(pid(), reference(), request(), map()) :: pos_integer()
+  def request(worker, ref, request, meta \\ %{}) do
+    id = System.unique_integer([:positive])
+    send(worker, {:ex_bashkit_request, self(), ref, id, request, meta})
+    id
+  end
+
+  @doc false
+  # Send a frame that has no answer (`{:cancel_exec, sid, id}`,
+  # `{:callback_reply, call_id, answer}`).
+  @spec cast(pid(), tuple()) :: :ok
+  def cast(worker, frame) do
+    send(worker, {:ex_bashkit_cast, frame})
+    :ok
+  end
+
+  @doc false
+  # Send `request` and wait for its answer (short requests: fs, info, cancel,
+  # new). The worker owner always answers, or dies, which also ends the wait.
+  @spec call(pid(), request()) :: term()
+  def call(worker, request) do
+    ref = Process.monitor(worker)
+    request(worker, ref, request)
+
+    receive do
+      {:ex_bashkit_reply, ^ref, reply} ->
+        Process.demonitor(ref, [:flush])
+        reply
+
+      {:DOWN, ^ref, :process, _, reason} ->
+        {:error, "worker process exited: #{inspect(reason)}"}
+    end
+  end
+
+  @doc false
+  # The OS pid of the running worker, or nil (tests and diagnostics).
+  @spec os_pid(pid() | atom()) :: non_neg_integer() | nil
+  def os_pid(worker), do: GenServer.call(worker, :os_pid)
+
+  # -- server ---------------------------------------------------------------
+
+  @impl true
+  def init(opts) do
+    Process.flag(:trap_exit, true)
+
+    {:ok,
+     %{
+       port: nil,
+       os_pid: nil,
+       generation: 0,
+       # id => %{pid, ref, mref, sid, kind, timer}
+       routes: %{},
+       monitors: %{},
+       # sid => config, for rebuilding after a crash
+       sessions: %{},
+       # sid => message: sessions whose state a crash lost, told once
+       lost: %{},
+       # ids answered by their deadline and not yet by the worker
+       overdue: %{},
+       grace_ms: Keyword.get(opts, :grace_ms, 2_000),
+       max_memory: Keyword.get(opts, :max_memory),
+       max_cpu_seconds: Keyword.get(opts, :max_cpu_seconds),
+       stack_size: Keyword.get(opts, :stack_size, @stack_size),
+       max_script_threads: Keyword.get(opts, :max_script_threads, @max_script_threads)
+     }}
+  end
+
+  @impl true
+  def handle_call(:os_pid, _from, state), do: {:reply, state.os_pid, state}
+
+  @impl true
+  def handle_info({:ex_bashkit_request, pid, ref, id, request, meta}, state) do
+    {:noreply, route(state, pid, ref, id, request, meta)}
+  end
+
+  def handle_info({:ex_bashkit_cast, frame}, state) do
+    {:noreply, send_frame(state, frame)}
+  end
+
+  def handle_info({:ex_bashkit_drop, sid}, state) do
+    state = %{
+      state
+      | sessions: Map.delete(state.sessions, sid),
+        lost: Map.delete(state.lost, sid)
+    }
+
+    {:noreply, if(state.port, do: send_frame(state, {:drop, sid}), else: state)}
+  end
+
+  def handle_info({port, {:data, frame}}, %{port: port} = state) do
+    {:noreply, deliver(state, decode(frame))}
+  end
+
+  def handle_info({port, {:exit_status, status}}, %{port: port} = state) do
+    {:noreply, crashed(state, "exit status #{status}")}
+  end
+
+  def handle_info({:EXIT, port, reason}, %{port: port} = state) do
+    {:noreply, crashed(state, inspect(reason))}
+  end
+
+  def handle_info({:DOWN, mref, :process, _pid, _reason}, state) do
+    case Map.pop(state.monitors, mref) do
+      {nil, _} ->
+        {:noreply, state}
+
+      {id, monitors} ->
+        {route, routes} = Map.pop(state.routes, id)
+        state = %{state | monitors: monitors, routes: routes}
+        cancel_timer(route)
+        # Nobody will read the answer: stop the script.
+        state =
+          case route.kind do
+            :exec -> send_frame(state, {:cancel_exec, route.sid, id})
+            :exec_once -> send_frame(state, {:cancel_once, id})
+            _ -> state
+          end
+
+        {:noreply, state}
+    end
+  end
+
+  def handle_info({:deadline, id, why}, state) do
+    case Map.pop(state.routes, id) do
+      {nil, _} ->
+        {:noreply, state}
+
+      {route, routes} ->
+        # Answer now; give the interpreter the grace period to stop on its
+        # own before the worker is killed.
+        demonitor(route.mref)
+        send(route.pid, {:ex_bashkit_reply, route.ref, {:error, why}})
+        state = %{state | routes: routes, monitors: Map.delete(state.monitors, route.mref)}
+        state = send_frame(state, {:cancel_exec, route.sid, id})
+        Process.send_after(self(), {:grace, id, state.generation}, state.grace_ms)
+        {:noreply, %{state | overdue: Map.put(state.overdue, id, route.sid)}}
+    end
+  end
+
+  def handle_info({:ex_bashkit_reply, {:rebuild, sid}, {:error, message}}, state) do
+    lost = Map.put(state.lost, sid, "session lost and not rebuilt: " <> message)
+    {:noreply, %{state | lost: lost}}
+  end
+
+  def handle_info({:ex_bashkit_reply, {:rebuild, _sid}, _ok}, state), do: {:noreply, state}
+
+  def handle_info({:grace, id, generation}, %{generation: generation} = state) do
+    if Map.has_key?(state.overdue, id) and state.os_pid do
+      Logger.warning(
+        "ExBashkit.Worker: a script ignored its deadline for #{state.grace_ms} ms; " <>
+          "killing worker OS process #{state.os_pid}"
+      )
+
+      Native.kill_os_process(state.os_pid)
+    end
+
+    {:noreply, state}
+  end
+
+  def handle_info({:grace, _id, _old_generation}, state), do: {:noreply, state}
+  def handle_info({:EXIT, _other, _reason}, state), do: {:noreply, state}
+  def handle_info({_old_port, {:exit_status, _}}, state), do: {:noreply, state}
+  def handle_info({_old_port, {:data, _}}, state), do: {:noreply, state}
+
+  @impl true
+  def terminate(_reason, %{port: port}) do
+    if port, do: Port.close(port)
+  catch
+    _, _ -> :ok
+  end
+
+  # -- routing --------------------------------------------------------------
+
+  defp route(state, pid, ref, id, request, meta) do
+    kind = elem(request, 0)
+
+    sid =
+      if kind in [:exec_once, :live_sessions, :running_scripts], do: nil, else: elem(request, 1)
+
+    cond do
+      kind != :new and Map.has_key?(state.lost, sid) ->
+        {message, lost} = Map.pop(state.lost, sid)
+        send(pid, {:ex_bashkit_reply, ref, {:error, message}})
+        %{state | lost: lost}
+
+      true ->
+        case ensure_port(state) do
+          {:ok, state} ->
+            state =
+              if kind == :new,
+                do: %{state | sessions: Map.put(state.sessions, sid, elem(request, 2))},
+                else: state
+
+            mref = Process.monitor(pid)
+            timer = deadline_timer(id, meta)
+            route = %{pid: pid, ref: ref, mref: mref, sid: sid, kind: kind, timer: timer}
+
+            state = %{
+              state
+              | routes: Map.put(state.routes, id, route),
+                monitors: Map.put(state.monitors, mref, id)
+            }
+
+            state = if kind == :cancel, do: cancel_running(state, sid), else: state
+            send_frame(state, Tuple.insert_at(request, 1, id))
+
+          {:error, message} ->
+            send(pid, {:ex_bashkit_reply, ref, {:error, message}})
+            state
+        end
+    end
+  end
+
+  # Deadlines past what a timer can hold (about 49 days) are no deadline.
+  defp deadline_timer(id, %{timeout_ms: ms}) when is_integer(ms) and ms < 0xFFFF_0000 do
+    why = "execution timed out after #{ms} ms (timeout_ms; the script did not stop by itself)"
+    Process.send_after(self(), {:deadline, id, why}, ms + @reply_slack_ms)
+  end
+
+  defp deadline_timer(_id, _meta), do: nil
+
+  # `cancel/1` promises a prompt answer: the execs of `sid` get the deadline
+  # treatment, due now.
+  defp cancel_running(state, sid) do
+    for {id, %{sid: ^sid, kind: :exec} = route} <- state.routes do
+      cancel_timer(route)
+      why = "execution cancelled by cancel/1"
+      Process.send_after(self(), {:deadline, id, why}, @reply_slack_ms)
+    end
+
+    state
+  end
+
+  defp cancel_timer(%{timer: timer}) when is_reference(timer),
+    do: Process.cancel_timer(timer, async: true, info: false)
+
+  defp cancel_timer(_route), do: :ok
+
+  defp demonitor(nil), do: :ok
+  defp demonitor(mref), do: Process.demonitor(mref, [:flush])
+
+  defp decode(frame) do
+    :erlang.binary_to_term(frame, [:safe])
+  rescue
+    ArgumentError -> :undecodable
+  end
+
+  # Every atom a worker may send. Frames are decoded with `[:safe]`, which
+  # refuses atoms the node does not have yet: naming them here, in a
+  # function of this module, creates them when the module loads.
+  @doc false
+  @spec protocol_atoms() :: [atom()]
+  def protocol_atoms do
+    [:ex_bashkit_reply, :ex_bashkit_output, :ex_bashkit_callback, :ok, :error, nil, true] ++
+      [false, :env, :variables, :cwd, :functions, :aliases, :last_exit_code, :builtin, :vfs] ++
+      [:read, :write, :append, :mkdir, :remove, :rename, :list, :stat, :file, :dir, :symlink]
+  end
+
+  defp deliver(state, {tag, id, payload}) when is_integer(id) do
+    case Map.fetch(state.routes, id) do
+      {:ok, route} ->
+        send(route.pid, {tag, route.ref, payload})
+
+        if tag == :ex_bashkit_reply,
+          do: finish(state, id, route),
+          else: state
+
+      :error ->
+        orphan(state, tag, id, payload)
+    end
+  end
+
+  defp deliver(state, other) do
+    Logger.error("ExBashkit.Worker: unexpected frame from the worker: #{inspect(other)}")
+    state
+  end
+
+  defp finish(state, id, route) do
+    demonitor(route.mref)
+    cancel_timer(route)
+
+    %{
+      state
+      | routes: Map.delete(state.routes, id),
+        monitors: Map.delete(state.monitors, route.mref)
+    }
+  end
+
+  # A message for a request nobody waits for any more: an exec answered by
+  # its deadline, or whose caller died. A back-call from it fails at once
+  # rather than making the script wait out its timeout.
+  defp orphan(state, :ex_bashkit_reply, id, _payload),
+    do: %{state | overdue: Map.delete(state.overdue, id)}
+
+  defp orphan(state, :ex_bashkit_callback, _id, {call_id, _request}),
+    do: send_frame(state, {:callback_reply, call_id, {:failed, "the calling process is gone"}})
+
+  defp orphan(state, _tag, _id, _payload), do: state
+
+  defp send_frame(%{port: nil} = state, _frame), do: state
+
+  defp send_frame(%{port: port} = state, frame) do
+    Port.command(port, :erlang.term_to_binary(frame))
+    state
+  rescue
+    ArgumentError -> state
+  end
+
+  # -- the OS process -------------------------------------------------------
+
+  defp ensure_port(%{port: nil} = state) do
+    exe = executable()
+
+    address_space =
+      state.max_memory &&
+        state.max_memory + state.stack_size * state.max_script_threads + @mapping_slack
+
+    args =
+      Enum.flat_map(
+        [
+          max_memory: address_space,
+          max_cpu_seconds: state.max_cpu_seconds,
+          stack_size: state.stack_size,
+          max_script_threads: state.max_script_threads
+        ],
+        fn
+          {_key, nil} -> []
+          {key, value} -> ["--" <> String.replace(Atom.to_string(key), "_", "-"), "#{value}"]
+        end
+      )
+
+    # Nothing of the VM's environment reaches the worker.
+    env = for {name, _} <- System.get_env(), do: {String.to_charlist(name), false}
+
+    port =
+      Port.open({:spawn_executable, exe}, [
+        :binary,
+        {:packet, 4},
+        :exit_status,
+        :use_stdio,
+        {:args, args},
+        {:cd, ~c"/"},
+        {:env, env}
+      ])
+
+    {:os_pid, os_pid} = Port.info(port, :os_pid)
+    {:ok, %{state | port: port, os_pid: os_pid}}
+  rescue
+    error ->
+      {:error, "cannot start the worker process #{executable()}: #{Exception.message(error)}"}
+  end
+
+  defp ensure_port(state), do: {:ok, state}
+
+  @doc false
+  @spec executable() :: Path.t()
+  def executable do
+    Path.join(:code.priv_dir(:ex_bashkit), "native/ex_bashkit_worker")
+  end
+
+  # The worker is gone: answer everything in flight, then start a new one
+  # and rebuild the sessions that lived there.
+  defp crashed(state, why) do
+    message = "worker process crashed (#{why}); the exec in flight was lost"
+
+    busy =
+      for {_id, route} <- state.routes, reduce: MapSet.new() do
+        busy ->
+          demonitor(route.mref)
+          cancel_timer(route)
+
+          if route.kind != :rebuild,
+            do: send(route.pid, {:ex_bashkit_reply, route.ref, {:error, message}})
+
+          if route.sid, do: MapSet.put(busy, route.sid), else: busy
+      end
+
+    lost_message =
+      "session lost: its worker process crashed (#{why}) while the session was idle; " <>
+        "it was rebuilt from its new/1 configuration, so its state since then is gone"
+
+    lost =
+      for {sid, _config} <- state.sessions,
+          sid not in busy,
+          into: state.lost,
+          do: {sid, lost_message}
+
+    state = %{
+      state
+      | port: nil,
+        os_pid: nil,
+        generation: state.generation + 1,
+        routes: %{},
+        monitors: %{},
+        overdue: %{},
+        lost: lost
+    }
+
+    rebuild(state)
+  end
+
+  defp rebuild(%{sessions: sessions} = state) when map_size(sessions) == 0, do: state
+
+  defp rebuild(state) do
+    case ensure_port(state) do
+      {:ok, state} ->
+        Enum.reduce(state.sessions, state, fn {sid, config}, state ->
+          id = System.unique_integer([:positive])
+
+          route = %{
+            pid: self(),
+            ref: {:rebuild, sid},
+            mref: nil,
+            sid: sid,
+            kind: :rebuild,
+            timer: nil
+          }
+
+          state = %{state | routes: Map.put(state.routes, id, route)}
+          send_frame(state, {:new, id, sid, config})
+        end)
+
+      {:error, message} ->
+        lost = for {sid, _} <- state.sessions, into: state.lost, do: {sid, message}
+        %{state | lost: lost}
+    end
+  end
+end

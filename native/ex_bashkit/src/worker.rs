@@ -1,0 +1,413 @@
+//! The worker process (`isolation: :process`): the same session core as the
+//! NIF, driven by frames on stdin/stdout instead of NIF calls, so that a
+//! crash, a stack overflow, an allocation failure or a thread that never
+//! stops takes down this process and not the VM.
+//!
+//! # Frames
+//! Each frame is a 4-byte big-endian length and a term in the external term
+//! format (`etf.rs`); the VM side is an Erlang port opened with
+//! `{:packet, 4}` by `ExBashkit.Worker`. Requests (VM → worker), `id` being
+//! the VM's integer id for the request and `sid` a session id the VM chose:
+//!
+//! ```text
+//! {:new, id, sid, config}          {:drop, sid}
+//! {:exec, id, sid, script, call}   {:exec_once, id, script}
+//! {:cancel, id, sid}               {:cancel_exec, sid, exec_id}
+//! {:cancel_once, id}
+//! {:state, id, sid}                {:reset, id, sid}
+//! {:snapshot, id, sid, request}    {:restore, id, sid, bytes, key}
+//! {:fs, id, sid, request}          {:info, id, sid}
+//! {:glob, id, sid, request}        {:grep, id, sid, request}
+//! {:mount, id, sid, spec}          {:unmount, id, sid, vfs_path}
+//! {:describe, id, sid}
+//! {:live_sessions, id}            {:running_scripts, id}
+//! {:callback_reply, call_id, answer}
+//! ```
+//!
+//! Every message back is `{tag, id, payload}` with the tags and payloads of
+//! the NIF transport (`reply.rs`): `ExBashkit.Worker` only swaps `id` for
+//! the caller's reference and forwards it, so the code waiting for an
+//! answer is the same in both modes. An exec's id is also its exec id
+//! (`cancel_exec`).
+//!
+//! # Confinement
+//! Before it reads a frame the worker clears its environment, moves to `/`,
+//! asks for SIGKILL when its parent dies, sets `no_new_privs`, lowers its
+//! scheduling priority below the VM's, offers itself first to the OOM killer
+//! and applies the address-space and CPU-time limits it was started with
+//! (`--max-memory`, `--max-cpu-seconds`).
+
+use std::collections::HashMap;
+use std::io::{self, BufWriter, Read, Write};
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::Mutex;
+
+use crate::callbacks::{self, Answer};
+use crate::options::{MountSpec, SessionConfig};
+use crate::reply::{Caller, ReplyTo};
+use crate::runtime::{self, RuntimeConfig};
+use crate::session::{self, ExecCallOptions, Session};
+use crate::snapshot::{self, SnapshotRequest};
+use crate::value::{Bytes, FromValue, Value};
+use crate::watchdog::ExecTicket;
+use crate::{etf, fs_api};
+use crate::{runtime_mounts, search};
+
+/// Frames larger than this are refused (a snapshot or file of a session is
+/// bounded well below it by the session's own limits).
+const MAX_FRAME: usize = 1 << 30;
+
+type Sessions = Arc<Mutex<HashMap<u64, Arc<Session>>>>;
+
+/// One-shot execs (`{:exec_once, ...}`) by id, for `{:cancel_once, id}`.
+static ONE_SHOTS: std::sync::LazyLock<Mutex<HashMap<u64, std::sync::Weak<ExecTicket>>>> =
+    std::sync::LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Limits the worker applies to itself, from its command line.
+#[derive(Debug, Default)]
+struct Settings {
+    max_memory: Option<u64>,
+    max_cpu_seconds: Option<u64>,
+    runtime: RuntimeConfig,
+}
+
+fn parse_args(args: impl Iterator<Item = String>) -> Settings {
+    let mut settings = Settings::default();
+    let mut args = args.peekable();
+    while let Some(flag) = args.next() {
+        let value = args.next().and_then(|v| v.parse::<u64>().ok());
+        match (flag.as_str(), value) {
+            ("--max-memory", Some(v)) if v > 0 => settings.max_memory = Some(v),
+            ("--max-cpu-seconds", Some(v)) if v > 0 => settings.max_cpu_seconds = Some(v),
+            ("--stack-size", Some(v)) if v >= 1 << 20 => {
+                settings.runtime.stack_size = usize::try_from(v).unwrap_or(usize::MAX)
+            }
+            ("--max-script-threads", Some(v)) if v > 0 => {
+                settings.runtime.max_script_threads = usize::try_from(v).unwrap_or(usize::MAX)
+            }
+            _ => {}
+        }
+    }
+    settings
+}
+
+/// The worker's entry point; returns the process exit code.
+pub fn main() -> i32 {
+    runtime::set_worker_process();
+    let settings = parse_args(std::env::args().skip(1));
+    confine(&settings);
+    runtime::configure(settings.runtime);
+    crate::guard::install_panic_hook();
+
+    let (frames, outgoing) = crossbeam_channel::unbounded::<Vec<u8>>();
+    let writer = std::thread::Builder::new()
+        .name("ex_bashkit_out".into())
+        .spawn(move || write_frames(outgoing));
+    if writer.is_err() {
+        return 70;
+    }
+    let sessions: Sessions = Arc::new(Mutex::new(HashMap::new()));
+    let mut stdin = io::stdin().lock();
+    loop {
+        match read_frame(&mut stdin) {
+            Ok(Some(frame)) => match etf::decode(&frame) {
+                Ok(request) => handle(request, &sessions, &frames),
+                Err(message) => eprintln!("ex_bashkit_worker: bad frame: {message}"),
+            },
+            // The VM closed the port (it stopped us, or it is gone).
+            Ok(None) => return 0,
+            Err(error) => {
+                eprintln!("ex_bashkit_worker: reading stdin: {error}");
+                return 74;
+            }
+        }
+    }
+}
+
+fn read_frame(input: &mut impl Read) -> io::Result<Option<Vec<u8>>> {
+    let mut len = [0u8; 4];
+    match input.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(io::Error::other(format!("frame of {len} bytes")));
+    }
+    let mut frame = vec![0u8; len];
+    input.read_exact(&mut frame)?;
+    Ok(Some(frame))
+}
+
+/// Write every outgoing frame to stdout, flushing whenever the queue is
+/// empty so that a lone reply is not held back.
+fn write_frames(outgoing: Receiver<Vec<u8>>) {
+    let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    while let Ok(frame) = outgoing.recv() {
+        let mut next = Some(frame);
+        while let Some(frame) = next {
+            let len = u32::try_from(frame.len()).unwrap_or(u32::MAX);
+            if out.write_all(&len.to_be_bytes()).is_err() || out.write_all(&frame).is_err() {
+                std::process::exit(0);
+            }
+            next = outgoing.try_recv().ok();
+        }
+        if out.flush().is_err() {
+            std::process::exit(0);
+        }
+    }
+}
+
+fn reply_to(id: u64, frames: &Sender<Vec<u8>>) -> ReplyTo {
+    ReplyTo::new(Caller::Port {
+        id,
+        frames: frames.clone(),
+    })
+}
+
+fn answer(id: u64, frames: &Sender<Vec<u8>>, value: Value) {
+    reply_to(id, frames).finish(&value);
+}
+
+/// Decode field `i` of a request tuple.
+fn arg<T: FromValue>(items: &[Value], i: usize) -> Result<T, String> {
+    T::from_value(items.get(i).ok_or("missing argument")?)
+}
+
+fn handle(request: Value, sessions: &Sessions, frames: &Sender<Vec<u8>>) {
+    let Ok(items) = request.elements() else {
+        return;
+    };
+    let tag = items.first().and_then(Value::as_atom).unwrap_or("");
+    // Requests without a reply first.
+    match tag {
+        "drop" => {
+            if let Ok(sid) = arg::<u64>(items, 1) {
+                sessions.lock().remove(&sid);
+            }
+            return;
+        }
+        "cancel_exec" => {
+            if let (Ok(sid), Ok(exec_id)) = (arg::<u64>(items, 1), arg::<u64>(items, 2)) {
+                if let Some(session) = sessions.lock().get(&sid) {
+                    session.cancel_exec(exec_id);
+                }
+            }
+            return;
+        }
+        "cancel_once" => {
+            if let Ok(id) = arg::<u64>(items, 1) {
+                let ticket = ONE_SHOTS.lock().get(&id).and_then(std::sync::Weak::upgrade);
+                if let Some(ticket) = ticket {
+                    ticket.cancel();
+                }
+            }
+            return;
+        }
+        "callback_reply" => {
+            if let (Ok(call_id), Some(value)) = (arg::<u64>(items, 1), items.get(2)) {
+                let answer = callbacks::decode_answer(value).unwrap_or_else(|| {
+                    Answer::Failed("malformed answer from the builtin or virtual_fs handler".into())
+                });
+                callbacks::reply(call_id, answer);
+            }
+            return;
+        }
+        _ => {}
+    }
+    let Ok(id) = arg::<u64>(items, 1) else {
+        eprintln!("ex_bashkit_worker: request without an id: {tag}");
+        return;
+    };
+    if let Err(message) = dispatch(tag, id, items, sessions, frames) {
+        answer(id, frames, Value::error(message));
+    }
+}
+
+fn dispatch(
+    tag: &str,
+    id: u64,
+    items: &[Value],
+    sessions: &Sessions,
+    frames: &Sender<Vec<u8>>,
+) -> Result<(), String> {
+    if tag == "new" {
+        let sid: u64 = arg(items, 2)?;
+        let config = SessionConfig::from_value(items.get(3).ok_or("missing config")?)?;
+        // Built on the reading thread, so that requests for this session
+        // that follow it (a rebuild after a crash sends them back to back)
+        // find it. Building takes tens of microseconds, or as long as its
+        // `:files` and host mounts take to set up.
+        let reply = reply_to(id, frames);
+        match Session::new(config) {
+            Ok(session) => {
+                sessions.lock().insert(sid, session);
+                reply.finish(&Value::ok());
+            }
+            Err(message) => reply.finish(&Value::error(message)),
+        }
+        return Ok(());
+    }
+    if tag == "live_sessions" {
+        answer(id, frames, session::live_sessions().into());
+        return Ok(());
+    }
+    if tag == "running_scripts" {
+        answer(id, frames, runtime::running_scripts().into());
+        return Ok(());
+    }
+    if tag == "exec_once" {
+        let ticket = ExecTicket::new();
+        ONE_SHOTS.lock().insert(id, Arc::downgrade(&ticket));
+        let on_end = Box::new(move || {
+            ONE_SHOTS.lock().remove(&id);
+        });
+        session::exec_once_job(arg(items, 2)?, ticket, reply_to(id, frames), Some(on_end));
+        return Ok(());
+    }
+    let sid: u64 = arg(items, 2)?;
+    let session = sessions
+        .lock()
+        .get(&sid)
+        .cloned()
+        .ok_or("no such session in this worker")?;
+    let reply = reply_to(id, frames);
+    match tag {
+        "exec" => {
+            let call = ExecCallOptions::from_value(items.get(4).ok_or("missing options")?)?;
+            session::exec(session, id, arg(items, 3)?, call, reply, None);
+        }
+        "cancel" => reply.finish(&Value::from(session.cancel())),
+        "info" => reply.finish(&session.info()),
+        "state" => session::state(session, reply),
+        "reset" => session::reset(session, reply),
+        "snapshot" => {
+            let request = SnapshotRequest::from_value(items.get(3).ok_or("missing options")?)?;
+            snapshot::snapshot(session, request, reply);
+        }
+        "restore" => {
+            let Bytes(bytes) = arg(items, 3)?;
+            let key: Option<Bytes> = arg(items, 4)?;
+            snapshot::restore(session, bytes, key.map(|k| k.0), reply);
+        }
+        "glob" => {
+            let request = search::GlobRequest::from_value(items.get(3).ok_or("missing request")?)?;
+            search::glob(session, request, reply);
+        }
+        "grep" => {
+            let request = search::GrepRequest::from_value(items.get(3).ok_or("missing request")?)?;
+            search::grep(session, request, reply);
+        }
+        "mount" => {
+            let spec = MountSpec::from_value(items.get(3).ok_or("missing mount")?)?;
+            runtime_mounts::mount(session, spec, reply);
+        }
+        "unmount" => runtime_mounts::unmount(session, arg(items, 3)?, reply),
+        "describe" => reply.finish(&runtime_mounts::describe(&session)),
+        "fs" => {
+            let request = items.get(3).cloned().ok_or("missing request")?;
+            runtime::spawn_blocking(move || reply.finish(&fs_api::call(&session.fs(), &request)));
+        }
+        other => reply.finish(&Value::error(format!("unknown request {other}"))),
+    }
+    Ok(())
+}
+
+/// Apply the worker's OS-level confinement (see the module doc). Each step
+/// is best effort: a platform without it still runs, only less confined.
+fn confine(settings: &Settings) {
+    let vars: Vec<_> = std::env::vars_os().map(|(k, _)| k).collect();
+    for key in vars {
+        std::env::remove_var(key);
+    }
+    let _ = std::env::set_current_dir("/");
+    os::confine(settings.max_memory, settings.max_cpu_seconds);
+}
+
+#[cfg(target_os = "linux")]
+mod os {
+    /// Parent death → SIGKILL, no_new_privs, nice 10, rlimits.
+    pub fn confine(max_memory: Option<u64>, max_cpu_seconds: Option<u64>) {
+        // SAFETY: plain syscalls on this process with constant arguments.
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+            libc::setpriority(libc::PRIO_PROCESS, 0, 10);
+        }
+        if let Some(bytes) = max_memory {
+            set_limit(libc::RLIMIT_AS, bytes);
+        }
+        // When the machine runs out of memory, the kernel should end a
+        // worker, never the VM.
+        let _ = std::fs::write("/proc/self/oom_score_adj", "1000");
+        if let Some(seconds) = max_cpu_seconds {
+            set_limit(libc::RLIMIT_CPU, seconds);
+        }
+    }
+
+    fn set_limit(resource: libc::__rlimit_resource_t, value: u64) {
+        let limit = libc::rlimit {
+            rlim_cur: value,
+            rlim_max: value,
+        };
+        // SAFETY: `limit` is a valid rlimit for the duration of the call.
+        unsafe {
+            libc::setrlimit(resource, &limit);
+        }
+    }
+}
+
+#[cfg(all(unix, not(target_os = "linux")))]
+mod os {
+    pub fn confine(max_memory: Option<u64>, max_cpu_seconds: Option<u64>) {
+        // SAFETY: plain syscalls on this process with constant arguments.
+        unsafe {
+            libc::setpriority(libc::PRIO_PROCESS, 0, 10);
+        }
+        for (resource, value) in [
+            (libc::RLIMIT_AS, max_memory),
+            (libc::RLIMIT_CPU, max_cpu_seconds),
+        ] {
+            if let Some(value) = value {
+                let limit = libc::rlimit {
+                    rlim_cur: value as libc::rlim_t,
+                    rlim_max: value as libc::rlim_t,
+                };
+                // SAFETY: `limit` is valid for the duration of the call.
+                unsafe {
+                    libc::setrlimit(resource, &limit);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(not(unix))]
+mod os {
+    pub fn confine(_max_memory: Option<u64>, _max_cpu_seconds: Option<u64>) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_frames_and_stops_at_a_clean_end() {
+        let mut input: &[u8] = &[0, 0, 0, 2, 131, 106];
+        assert_eq!(read_frame(&mut input).unwrap(), Some(vec![131, 106]));
+        assert_eq!(read_frame(&mut input).unwrap(), None);
+        let mut huge: &[u8] = &[255, 255, 255, 255];
+        assert!(read_frame(&mut huge).is_err());
+    }
+
+    #[test]
+    fn settings_ignore_what_they_do_not_know() {
+        let args = ["--max-memory", "1024", "--bogus", "x", "--stack-size", "10"];
+        let settings = parse_args(args.iter().map(|s| s.to_string()));
+        assert_eq!(settings.max_memory, Some(1024));
+        assert_ne!(settings.runtime.stack_size, 10);
+    }
+}

@@ -1,0 +1,158 @@
+defmodule ExBashkit.Reliability.BlastRadiusTest do
+  # Scripts that crash, exhaust or wedge the interpreter (bashkit 0.20.2
+  # bugs in its bundled commands) run in a worker OS process: each must be
+  # answered within its deadline plus a small bound, the node and the other
+  # worker must not notice, and the sessions of the worker that died must be
+  # rebuilt (saying once that their state was lost) and usable.
+  #
+  # The memory bombs run under the test configuration's 1 GiB cap per worker
+  # (config/config.exs), so a regression cannot take the machine's memory.
+  # Not async: these kill workers other tests' sessions live on.
+  use ExUnit.Case, async: false
+
+  alias ExBashkit.{Result, Session}
+  alias ExBashkit.Test.Health
+
+  @moduletag :process_only
+  @moduletag timeout: 180_000
+
+  @deadline 1_500
+  # Answer by deadline + slack (200 ms) + scheduling noise on a loaded CI box.
+  @bound 2_500
+
+  @nest String.duplicate("(", 65_536) <> "1" <> String.duplicate(")", 65_536)
+  @loops [
+    max_loop_iterations: 10 ** 15,
+    max_total_loop_iterations: 10 ** 15,
+    max_commands: 10 ** 15
+  ]
+
+  # {what, script, session options}: each row of the blast-radius issue.
+  @rows [
+    {"jq infinite recursion (stack overflow)", "jq -n 'def f(x): f(x+1); f(0)'", []},
+    {"jq 65 536 nested parentheses (stack overflow)", "jq -n \"#{@nest}\"", []},
+    {"jq tojson of a 100 000-deep array (stack overflow)",
+     "jq -n 'reduce range(100000) as $i (null; [.]) | tojson'", []},
+    {"xxd with a 10 GB line width (memory)", "echo x | xxd -c 10000000000", []},
+    {"jq 40 000-deep array (memory ∝ depth²)", "jq -n 'reduce range(40000) as $i (null; [.])'",
+     []},
+    {"uniq -f 10^18 (never returns)", "echo a | uniq -f 1000000000000000000", []},
+    {"awk endless loop with loop limits raised", "awk 'BEGIN{for(;;);}'", limits: @loops},
+    {"jq reduce over 10^18 (late cancel)", "jq -n 'reduce range(1e18) as $x (0; .)'", []},
+    {"python 3 ** 63 000 000 (late cancel)", "python3 -c 'x = 3 ** 63000000'", python: true}
+  ]
+
+  for {what, script, opts} <- @rows do
+    test "#{what}: answered by its deadline, the node and the other worker untouched" do
+      victim = Session.new([isolation: :process] ++ unquote(Macro.escape(opts)))
+      assert {:ok, _} = Session.exec(victim, "export KEEP=1")
+      neighbour = session_where(&(worker(&1) == worker(victim)))
+      elsewhere = session_where(&(worker(&1) != worker(victim)))
+
+      task = Task.async(fn -> Session.exec(victim, unquote(script), timeout_ms: @deadline) end)
+
+      assert {:ok, outcome} = Task.yield(task, @deadline + @bound) || Task.shutdown(task),
+             "no answer within #{@deadline + @bound} ms"
+
+      assert {:error, message} = outcome
+      assert message =~ ~r/timed out|crashed/, message
+
+      # The other worker's sessions never noticed.
+      assert {:ok, %Result{stdout: "kept\n"}} = Session.exec(elsewhere, "echo $KEEP")
+
+      # The worker's own sessions come back, saying at most once (per
+      # pending call) that their state was lost.
+      assert_recovers(victim)
+      assert_recovers(neighbour)
+      Health.assert_healthy!()
+    end
+  end
+
+  test "eight sed expansions of ~1 GB each at once: each answered, the node healthy" do
+    script = "printf '%9000s' | sed 's/ /#{String.duplicate("x", 1000)}/g; s/x/zz/g' | wc -c"
+
+    outcomes =
+      1..8
+      |> Task.async_stream(
+        fn _ -> Session.exec(Session.new(isolation: :process), script, timeout_ms: 10_000) end,
+        max_concurrency: 8,
+        timeout: 10_000 + @bound
+      )
+      |> Enum.map(fn {:ok, outcome} -> outcome end)
+
+    for outcome <- outcomes do
+      case outcome do
+        {:ok, %Result{}} -> :ok
+        {:error, message} -> assert message =~ ~r/crashed|timed out|limit/, message
+      end
+    end
+
+    Health.assert_healthy!()
+  end
+
+  test "cancel/1 of a script that never reaches a command boundary answers promptly" do
+    victim = Session.new(isolation: :process)
+    task = Task.async(fn -> Session.exec(victim, "echo a | uniq -f 1000000000000000000") end)
+    Health.wait_until(fn -> Session.cancel(victim) == :ok end, 10_000, "the script to start")
+
+    assert {:ok, {:error, message}} = Task.yield(task, @bound) || Task.shutdown(task)
+    assert message =~ "cancelled"
+    assert_recovers(victim)
+  end
+
+  test "a caller killed mid-exec frees the worker: the session serves the next caller" do
+    victim = Session.new(isolation: :process)
+    {pid, ref} = spawn_monitor(fn -> Session.exec(victim, "sleep 30") end)
+    Health.wait_until(fn -> match?({_, true, _}, info(victim)) end, 10_000, "the sleep to run")
+    Process.exit(pid, :kill)
+    assert_receive {:DOWN, ^ref, :process, ^pid, :killed}
+
+    task = Task.async(fn -> Session.exec(victim, "echo next") end)
+
+    assert {:ok, {:ok, %Result{stdout: "next\n"}}} =
+             Task.yield(task, 5_000) || Task.shutdown(task)
+  end
+
+  test "the worker runs with a cleared environment, in /, below the VM's priority" do
+    s = Session.new(isolation: :process)
+    assert {:ok, _} = Session.exec(s, "true")
+    os_pid = ExBashkit.Worker.os_pid(elem(s.location, 1))
+    assert is_integer(os_pid)
+
+    environ = File.read!("/proc/#{os_pid}/environ")
+    assert environ == ""
+    assert {:ok, "/"} = File.read_link("/proc/#{os_pid}/cwd")
+    stat = File.read!("/proc/#{os_pid}/stat")
+    # Field 19 of /proc/PID/stat is the nice value (after the command name).
+    [_, after_comm] = String.split(stat, ") ", parts: 2)
+    nice = after_comm |> String.split(" ") |> Enum.at(16) |> String.to_integer()
+    assert nice > 0
+    status = File.read!("/proc/#{os_pid}/status")
+    assert status =~ ~r/NoNewPrivs:\s+1/
+    assert File.read!("/proc/#{os_pid}/oom_score_adj") |> String.trim() == "1000"
+  end
+
+  defp worker(%Session{location: {:process, name, _sid}}), do: name
+
+  defp info(session), do: ExBashkit.Backend.info(session.resource, session.location)
+
+  # A session with KEEP=kept that satisfies `pred` (the pool alternates
+  # workers, so a few tries find one).
+  defp session_where(pred) do
+    Enum.find_value(1..10, fn _ ->
+      s = Session.new(isolation: :process, env: [KEEP: "kept"])
+      if pred.(s), do: s
+    end) || flunk("no session on the wanted worker")
+  end
+
+  defp assert_recovers(session, tries \\ 3) do
+    case Session.exec(session, "echo alive") do
+      {:ok, %Result{stdout: "alive\n"}} ->
+        :ok
+
+      {:error, message} when tries > 0 ->
+        assert message =~ ~r/session lost|crashed|timed out/, message
+        assert_recovers(session, tries - 1)
+    end
+  end
+end

@@ -1,4 +1,5 @@
-# SHA-256 of the precompiled NIF artifacts attached to each release by
-# .github/workflows/release.yml (file name => "sha256:<hex>"). Empty until the
-# first release; builds from source (the default here) do not use it.
-%{}
+# SHA-256 of the precompiled native artifacts attached to each release
+# (artifact name => "sha256:<hex>", rustler_precompiled's format). Written by
+# `mix ex_bashkit.package` and `mix ex_bashkit.checksum`; see RELEASING.md.
+%{
+}

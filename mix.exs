@@ -1,15 +1,19 @@
-# The native compiler must exist before `lib/` compiles (it runs first).
-Code.require_file("build_support/compile_native.ex", __DIR__)
+# The native compiler must exist before `lib/` compiles (it runs first); the
+# other build_support/ files are its helpers and the packaging tasks.
+for file <- Path.wildcard(Path.join(__DIR__, "build_support/*.ex")), do: Code.require_file(file)
 
 defmodule ExBashkit.MixProject do
   use Mix.Project
 
   @version "0.1.0"
+  # Precompiled artifacts are downloaded from this repository's releases.
+  @source_url "https://github.com/ex-bashkit/ex_bashkit"
 
   def project do
     [
       app: :ex_bashkit,
       version: @version,
+      source_url: @source_url,
       elixir: "~> 1.14",
       compilers: [:ex_bashkit_native] ++ Mix.compilers(),
       elixirc_paths: elixirc_paths(Mix.env()),
@@ -20,7 +24,8 @@ defmodule ExBashkit.MixProject do
       aliases: aliases(),
       # PropEr (Debian's erlang-proper) is a test-only requirement, called from
       # test/support; it is not a runtime dependency of the library.
-      xref: [exclude: [:proper, :proper_types, :proper_gen, :proper_unicode]]
+      # :ssl / :public_key: the test HTTPS server (test/support), likewise.
+      xref: [exclude: [:proper, :proper_types, :proper_gen, :proper_unicode, :ssl, :public_key]]
     ]
   end
 
@@ -33,7 +38,10 @@ defmodule ExBashkit.MixProject do
 
   defp package do
     [
+      # The Hex name `ex_bashkit` belongs to another package (see README.md).
+      name: "bashkit_ex",
       licenses: ["MIT"],
+      links: %{"GitHub" => @source_url},
       files: ~w(lib build_support native/ex_bashkit/src native/ex_bashkit/Cargo.*
                 priv/native/.gitkeep checksum-Elixir.ExBashkit.Native.exs mix.exs README.md)
     ]

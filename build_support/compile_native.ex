@@ -1,80 +1,94 @@
 defmodule Mix.Tasks.Compile.ExBashkitNative do
   @moduledoc """
-  Builds the native library with cargo and installs it into `priv/native/`.
+  Puts the native parts of ExBashkit into `priv/native/`: downloaded
+  precompiled, or built from source with cargo.
 
-  This is the project's own replacement for the `rustler` Mix compiler (Hex is
-  not available where the project is built). It lives outside `lib/` because a
-  compiler listed in `compilers:` must exist before `lib/` is compiled.
+  This is the project's own replacement for the `rustler` and
+  `rustler_precompiled` Mix packages (Hex is not available where the project
+  is built). It lives outside `lib/` because a compiler listed in
+  `compilers:` must exist before `lib/` is compiled.
 
-  - `cargo build --release` runs on every compile; a no-op build takes ~0.1 s.
-  - The library is installed by copy-to-temp + rename, never overwritten in
-    place: a VM that has the old file loaded could crash if its mapped pages
-    changed underneath it.
-  - Set `EX_BASHKIT_CARGO_PROFILE=debug` for a faster-to-build debug library.
+  - Default: when `checksum-Elixir.ExBashkit.Native.exs` has an entry for
+    this version, target and NIF version, the artifact is downloaded from
+    `EX_BASHKIT_BASE_URL` (default: the version's GitHub release), verified,
+    cached (`EX_BASHKIT_CACHE_DIR`) and unpacked: no Rust toolchain needed
+    (`ExBashkit.Build.Precompiled`). A checksum mismatch is a compile error.
+  - No entry, or the server cannot be reached: build from source when cargo
+    is on PATH, otherwise fail with a message that names both ways out.
+  - `EX_BASHKIT_BUILD=1` always builds from source (`cargo build --release`
+    on every compile; a no-op build takes ~0.1 s). `EX_BASHKIT_CARGO_PROFILE=debug`
+    builds a faster-to-build debug library.
+  - Files are installed only when their content changed
+    (`ExBashkit.Build.Install`).
   """
 
   use Mix.Task.Compiler
 
-  @crate "native/ex_bashkit"
-  @lib_name "ex_bashkit"
-  # The worker executable of `isolation: :process`, a bin target of the crate.
-  @worker_name "ex_bashkit_worker"
+  alias ExBashkit.Build.{Install, Precompiled, SourceBuild}
+
+  @native_dir "priv/native"
 
   @impl true
   def run(_args) do
-    profile = System.get_env("EX_BASHKIT_CARGO_PROFILE", "release")
-    manifest = Path.join(@crate, "Cargo.toml")
-    cargo = System.find_executable("cargo") || Mix.raise("cargo not found on PATH: install Rust")
+    if force_build?() do
+      build_from_source!(
+        System.find_executable("cargo") ||
+          Mix.raise(
+            "EX_BASHKIT_BUILD is set but cargo is not on PATH: install Rust (cargo >= 1.91), " <>
+              "or unset EX_BASHKIT_BUILD to use the precompiled artifact"
+          )
+      )
+    else
+      case Precompiled.install(Precompiled.config()) do
+        {:ok, %{artifact: name, source: source, written: written}} ->
+          if written != [] do
+            Mix.shell().info("ex_bashkit: installed #{name} (sha256 verified, from #{source})")
+          end
 
-    args =
-      ["build", "--manifest-path", manifest] ++
-        if(profile == "release", do: ["--release"], else: [])
-
-    case System.cmd(cargo, args, into: IO.stream(:stdio, :line), stderr_to_stdout: true) do
-      {_, 0} -> :ok
-      {_, code} -> Mix.raise("cargo build failed (exit #{code})")
+        {:unavailable, why} ->
+          fallback(why)
+      end
     end
 
-    built = Path.join(target_dir(), profile)
-    install(Path.join(built, built_file_name()), "#{@lib_name}.so")
-    install(Path.join(built, @worker_name <> exe_suffix()), @worker_name <> exe_suffix())
+    # priv/ may not have existed when Mix linked _build/<env>/lib/ex_bashkit.
     Mix.Project.build_structure()
     {:ok, []}
   end
 
-  defp target_dir do
-    System.get_env("CARGO_TARGET_DIR") || Path.join(@crate, "target")
+  defp force_build? do
+    System.get_env("EX_BASHKIT_BUILD", "") not in ["", "0", "false"]
   end
 
-  defp built_file_name do
-    case :os.type() do
-      {:unix, :darwin} -> "lib#{@lib_name}.dylib"
-      {:win32, _} -> "#{@lib_name}.dll"
-      _ -> "lib#{@lib_name}.so"
+  defp fallback(why) do
+    case System.find_executable("cargo") do
+      nil ->
+        Mix.raise(no_way_message(why))
+
+      cargo ->
+        unless why.quiet,
+          do: Mix.shell().info("ex_bashkit: #{why.reason}; building from source with cargo")
+
+        build_from_source!(cargo)
     end
   end
 
-  defp exe_suffix, do: if(match?({:win32, _}, :os.type()), do: ".exe", else: "")
+  defp no_way_message(why) do
+    artifact = if why.artifact, do: " (#{why.artifact})", else: ""
 
-  # `:erlang.load_nif/2` appends `.so` on every unix, macOS included.
-  defp install(built, name) do
-    dest_dir = Path.join(["priv", "native"])
-    dest = Path.join(dest_dir, name)
-    File.mkdir_p!(dest_dir)
-
-    unless same_file?(built, dest) do
-      tmp = dest <> ".tmp#{System.unique_integer([:positive])}"
-      File.cp!(built, tmp)
-      File.chmod!(tmp, File.stat!(built).mode)
-      File.rename!(tmp, dest)
-    end
+    """
+    ex_bashkit: no native library for this machine#{artifact}: #{why.reason}.
+    Two ways out:
+      1. Use the precompiled artifact: it must be listed in
+         checksum-Elixir.ExBashkit.Native.exs and downloadable from
+         EX_BASHKIT_BASE_URL (set it to a mirror that has it#{if why.url, do: "; tried #{why.url}", else: ""}).
+      2. Build from source: install Rust (cargo >= 1.91, https://rustup.rs) so
+         that cargo is on PATH, and compile again (EX_BASHKIT_BUILD=1 forces it).
+    """
   end
 
-  defp same_file?(a, b) do
-    with {:ok, sa} <- File.stat(a), {:ok, sb} <- File.stat(b) do
-      sa.size == sb.size and sa.mtime <= sb.mtime
-    else
-      _ -> false
-    end
+  defp build_from_source!(cargo) do
+    profile = System.get_env("EX_BASHKIT_CARGO_PROFILE", "release")
+    files = SourceBuild.build!(cargo: cargo, profile: profile)
+    Install.install!(@native_dir, for({name, path} <- files, do: {name, File.read!(path)}))
   end
 end

@@ -38,7 +38,8 @@ defmodule ExBashkit do
       iex> {:error, "parse error" <> _} = ExBashkit.exec("if then fi")
   """
   @spec exec(String.t()) :: {:ok, Result.t()} | {:error, String.t()}
-  def exec(script) when is_binary(script) do
+  def exec(script) do
+    script = Session.script!(script, "ExBashkit.exec/1")
     isolation = Session.Options.default_isolation()
 
     with :ok <- Session.check_script(script),

@@ -35,8 +35,8 @@ defmodule ExBashkitTest do
   end
 
   test "a non-binary script is a programmer error" do
-    assert_raise FunctionClauseError, fn -> ExBashkit.exec(:echo) end
-    assert_raise FunctionClauseError, fn -> ExBashkit.exec(~c"echo hi") end
+    assert_raise ArgumentError, ~r/must be a string/, fn -> ExBashkit.exec(:echo) end
+    assert_raise ArgumentError, ~r/charlist/, fn -> ExBashkit.exec(~c"echo hi") end
   end
 
   test "runs in parallel from many processes" do

@@ -73,7 +73,8 @@ defmodule ExBashkit.SessionTest do
 
     test "wrong argument types are programmer errors" do
       s = Session.new()
-      assert_raise FunctionClauseError, fn -> Session.exec(s, 42) end
+      assert_raise ArgumentError, ~r/must be a string/, fn -> Session.exec(s, 42) end
+      assert_raise ArgumentError, ~r/charlist/, fn -> Session.exec(s, ~c"echo") end
       assert_raise FunctionClauseError, fn -> Session.exec(:not_a_session, "echo") end
 
       assert_raise ArgumentError, ~r/unknown exec option/, fn ->

@@ -285,13 +285,17 @@ defmodule ExBashkit.SnapshotTest do
       end
     end
 
-    test "non-binary snapshots and non-sessions do not match" do
+    test "non-binary snapshots are refused with a message; non-sessions do not match" do
       s = Session.new()
       {:ok, bytes} = Session.snapshot(s)
 
       for bad <- [nil, :snapshot, 42, [bytes], String.to_charlist("abc"), {bytes}, %{}] do
-        assert_raise FunctionClauseError, fn -> Session.restore(s, bad) end
+        assert_raise ArgumentError, ~r/snapshot must be a binary/, fn ->
+          Session.restore(s, bad)
+        end
       end
+
+      assert {:ok, _} = Session.restore(s, bytes)
 
       assert_raise FunctionClauseError, fn -> Session.restore(:not_a_session, bytes) end
       assert_raise FunctionClauseError, fn -> Session.snapshot(:not_a_session) end

@@ -60,7 +60,7 @@ defmodule ExBashkit.Backend do
   def exec(resource, :in_node, script, call, _meta) do
     ref = make_ref()
 
-    with {:ok, id} <- Native.session_exec(resource, script, call, self(), ref),
+    with {:ok, id} <- nif(fn -> Native.session_exec(resource, script, call, self(), ref) end),
          do: {:ok, ref, id}
   end
 
@@ -93,7 +93,7 @@ defmodule ExBashkit.Backend do
   @doc false
   @spec cancel_exec(reference(), location(), pos_integer()) :: :ok
   def cancel_exec(resource, :in_node, id) do
-    Native.session_cancel_exec(resource, id)
+    nif(fn -> Native.session_cancel_exec(resource, id) end)
     :ok
   end
 
@@ -104,7 +104,7 @@ defmodule ExBashkit.Backend do
 
   @doc false
   @spec cancel(reference(), location()) :: boolean()
-  def cancel(resource, :in_node), do: Native.session_cancel(resource)
+  def cancel(resource, :in_node), do: nif(fn -> Native.session_cancel(resource) end)
 
   def cancel(_resource, {:process, name, sid}) do
     with {:ok, worker} <- whereis(name), do: Worker.call(worker, {:cancel, sid}) == true
@@ -116,7 +116,7 @@ defmodule ExBashkit.Backend do
   def submit(resource, :in_node, op, args) do
     ref = make_ref()
 
-    case apply(Native, :"session_#{op}", [resource | args] ++ [self(), ref]) do
+    case nif(fn -> apply(Native, :"session_#{op}", [resource | args] ++ [self(), ref]) end) do
       :ok -> {:ok, ref}
       {:ok, _} -> {:ok, ref}
       {:error, _} = error -> error
@@ -134,7 +134,7 @@ defmodule ExBashkit.Backend do
   @doc false
   # A filesystem request (see `fs_api.rs`), answered synchronously.
   @spec fs(reference(), location(), tuple()) :: term()
-  def fs(resource, :in_node, request), do: Native.fs_call(resource, request)
+  def fs(resource, :in_node, request), do: nif(fn -> Native.fs_call(resource, request) end)
 
   def fs(_resource, {:process, worker, sid}, request),
     do: Worker.call(worker, {:fs, sid, request})
@@ -151,7 +151,7 @@ defmodule ExBashkit.Backend do
   @doc false
   # `{id, running?, cwd | nil}`, or nil when the session cannot say.
   @spec info(reference(), location()) :: {integer(), boolean(), String.t() | nil} | nil
-  def info(resource, :in_node), do: Native.session_info(resource)
+  def info(resource, :in_node), do: nif(fn -> Native.session_info(resource) end)
 
   def info(_resource, {:process, name, sid}) do
     with {:ok, worker} <- whereis(name),
@@ -160,6 +160,18 @@ defmodule ExBashkit.Backend do
     else
       _ -> nil
     end
+  end
+
+  # A NIF given something that is not a session handle of this VM raises
+  # `ArgumentError` (badarg); say what that means.
+  defp nif(fun) do
+    fun.()
+  rescue
+    ArgumentError ->
+      reraise ArgumentError,
+              "not a session of this node: it belongs to another node (a term decoded " <>
+                "from elsewhere) or was not made by ExBashkit.Session.new/1",
+              __STACKTRACE__
   end
 
   @doc false

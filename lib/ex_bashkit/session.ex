@@ -449,8 +449,10 @@ defmodule ExBashkit.Session do
       "SHOUT\\n"
   """
   @spec exec(t(), String.t(), [exec_option()]) :: {:ok, Result.t()} | {:error, String.t()}
-  def exec(%__MODULE__{} = session, script, opts \\ [])
-      when is_binary(script) and is_list(opts) do
+  def exec(session, script, opts \\ [])
+
+  def exec(%__MODULE__{} = session, script, opts) do
+    script = script!(script, "exec/3")
     {call, forward} = exec_options!(opts)
 
     with {:ok, ref, _id} <- submit(session, script, call) do
@@ -504,7 +506,25 @@ defmodule ExBashkit.Session do
     end
   end
 
-  # `{native_call_options, forward_target | nil}`.
+  @doc false
+  # Scripts are strings; anything else is a programmer error with a message.
+  @spec script!(term(), String.t()) :: String.t()
+  def script!(script, _fun) when is_binary(script), do: script
+
+  def script!(script, fun) do
+    raise ArgumentError,
+          "#{fun}: the script must be a string (a binary), got: #{inspect(script)}" <>
+            if(is_list(script), do: " (a charlist? use a \"double-quoted\" string)", else: "")
+  end
+
+  # `{native_call_options, forward_target | nil}`. Options may be a keyword
+  # list or a map, like `new/1`'s.
+  defp exec_options!(opts) when is_map(opts), do: exec_options!(Map.to_list(opts))
+
+  defp exec_options!(opts) when not is_list(opts),
+    do:
+      raise(ArgumentError, "exec options must be a keyword list or a map, got: #{inspect(opts)}")
+
   defp exec_options!(opts) do
     call = %{stdin: nil, stream: false, timeout_ms: nil, track_changes: false}
 
@@ -521,6 +541,9 @@ defmodule ExBashkit.Session do
       {:timeout_ms, ms}, {call, fwd} when is_integer(ms) and ms >= 1 ->
         {%{call | timeout_ms: min(ms, @u64_max)}, fwd}
 
+      {:timeout_ms, :infinity}, {call, fwd} ->
+        {%{call | timeout_ms: nil}, fwd}
+
       {:track_changes, flag}, {call, fwd} when is_boolean(flag) ->
         {%{call | track_changes: flag}, fwd}
 
@@ -530,8 +553,17 @@ defmodule ExBashkit.Session do
       {:stream_to, {pid, tag}}, {call, _} when is_pid(pid) ->
         {%{call | stream: true}, {pid, tag}}
 
-      {key, value}, _ when key in [:timeout_ms, :track_changes, :stream_to] ->
-        raise ArgumentError, "invalid exec option #{inspect(key)}: #{inspect(value)}"
+      {:timeout_ms, value}, _ ->
+        raise ArgumentError,
+              "exec option :timeout_ms must be a positive integer or :infinity, got: #{inspect(value)}"
+
+      {:track_changes, value}, _ ->
+        raise ArgumentError,
+              "exec option :track_changes must be a boolean, got: #{inspect(value)}"
+
+      {:stream_to, value}, _ ->
+        raise ArgumentError,
+              "exec option :stream_to must be a pid or {pid, tag}, got: #{inspect(value)}"
 
       other, _ ->
         raise ArgumentError, "unknown exec option: #{inspect(other)}"
@@ -557,8 +589,12 @@ defmodule ExBashkit.Session do
   """
   @spec stream(t(), String.t(), [exec_option()]) ::
           Enumerable.t({:stdout | :stderr, binary()} | {:exit, integer()} | {:error, String.t()})
-  def stream(%__MODULE__{} = session, script, opts \\ [])
-      when is_binary(script) and is_list(opts) do
+  def stream(session, script, opts \\ [])
+
+  def stream(%__MODULE__{} = session, script, opts) do
+    script = script!(script, "stream/3")
+    opts = if is_map(opts), do: Map.to_list(opts), else: opts
+
     if Keyword.has_key?(opts, :stream_to),
       do: raise(ArgumentError, "stream/3 does not take :stream_to")
 
@@ -1021,10 +1057,70 @@ defmodule ExBashkit.Session do
       "42\\n"
   """
   @spec restore(t(), binary(), [{:key, binary()}]) :: {:ok, t()} | {:error, String.t()}
-  def restore(%__MODULE__{} = session, bytes, opts \\ [])
-      when is_binary(bytes) do
+  def restore(session, bytes, opts \\ [])
+
+  def restore(%__MODULE__{} = session, bytes, opts) when is_binary(bytes) do
     with :ok <- ExBashkit.Session.Snapshot.restore(session, bytes, opts), do: {:ok, session}
   end
+
+  def restore(%__MODULE__{}, bytes, _opts) do
+    raise ArgumentError,
+          "restore/3: the snapshot must be a binary from snapshot/2, got: #{inspect(bytes, limit: 5)}"
+  end
+
+  # -- bang variants ------------------------------------------------------------
+
+  @doc """
+  Like `exec/3`, but returns the result or raises `ExBashkit.Error`.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new()
+      iex> ExBashkit.Session.exec!(session, "echo hi").stdout
+      "hi\\n"
+  """
+  @spec exec!(t(), String.t(), [exec_option()]) :: Result.t()
+  def exec!(session, script, opts \\ []), do: bang!(exec(session, script, opts))
+
+  @doc """
+  Like `read_file/2`, but returns the contents or raises `ExBashkit.Error`.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new(files: %{"/a" => "x"})
+      iex> ExBashkit.Session.read_file!(session, "/a")
+      "x"
+  """
+  @spec read_file!(t(), Path.t()) :: binary()
+  def read_file!(session, path), do: bang!(read_file(session, path))
+
+  @doc """
+  Like `write_file/3`, but returns `:ok` or raises `ExBashkit.Error`.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new()
+      iex> ExBashkit.Session.write_file!(session, "/b", "y")
+      :ok
+  """
+  @spec write_file!(t(), Path.t(), iodata()) :: :ok
+  def write_file!(session, path, content), do: bang!(write_file(session, path, content))
+
+  @doc """
+  Like `snapshot/2`, but returns the bytes or raises `ExBashkit.Error`.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new()
+      iex> is_binary(ExBashkit.Session.snapshot!(session))
+      true
+  """
+  @spec snapshot!(t(), [snapshot_option()]) :: binary()
+  def snapshot!(session, opts \\ []), do: bang!(snapshot(session, opts))
+
+  defp bang!(:ok), do: :ok
+  defp bang!({:ok, value}), do: value
+  defp bang!({:error, message}), do: raise(ExBashkit.Error.from_message(message))
 
   defp bool_opt!(opts, key, fun) when is_list(opts) do
     Enum.each(opts, fn
@@ -1072,7 +1168,13 @@ defmodule ExBashkit.Session do
     # Shows what a person debugging wants: which session, whether it is busy,
     # where it is (cwd is only read when idle: it lives in the interpreter).
     def inspect(%{resource: resource, location: location} = session, _opts) do
-      {id, running, cwd} = ExBashkit.Backend.info(resource, location) || {nil, false, nil}
+      {id, running, cwd} =
+        try do
+          ExBashkit.Backend.info(resource, location) || {nil, false, nil}
+        rescue
+          # A session decoded from another node's term, or not made by new/1.
+          ArgumentError -> {:foreign, false, nil}
+        end
 
       fields =
         [id: id, status: if(running, do: :running, else: :idle)] ++

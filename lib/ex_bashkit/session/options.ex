@@ -47,6 +47,7 @@ defmodule ExBashkit.Session.Options do
   ]
 
   @default_callback_timeout_ms 30_000
+  @max_function_depth 16
 
   @type parsed :: %{
           native: map(),
@@ -106,6 +107,8 @@ defmodule ExBashkit.Session.Options do
       callback_timeout_ms: timeout,
       python: python!(Keyword.get(opts, :python, false))
     }
+
+    python_conflict!(native.python, builtins)
 
     %{
       native: native,
@@ -286,6 +289,8 @@ defmodule ExBashkit.Session.Options do
 
   defp files!(files) do
     for {path, content} <- pairs!(files, :files) do
+      # A keyword list (`files: ["/a.txt": "x"]`) has atom paths.
+      path = if is_atom(path) and path != nil, do: Atom.to_string(path), else: path
       path = vfs_path!(path, ":files path")
 
       content =
@@ -316,6 +321,13 @@ defmodule ExBashkit.Session.Options do
 
         key == :timeout_ms and value < 1 ->
           raise ArgumentError, "limit :timeout_ms must be >= 1, got: #{inspect(value)}"
+
+        # bashkit 0.20 caps function depth at 16 whatever it is told: a
+        # higher value would be silently lowered.
+        key == :max_function_depth and value > @max_function_depth ->
+          raise ArgumentError,
+                "limit :max_function_depth can be at most #{@max_function_depth} " <>
+                  "(bashkit's own ceiling), got: #{value}"
 
         true ->
           :ok
@@ -500,6 +512,19 @@ defmodule ExBashkit.Session.Options do
     unless Code.ensure_loaded?(module) and function_exported?(module, :handle, 2) do
       raise ArgumentError,
             ":virtual_fs backend for #{path}: #{inspect(module)} does not implement ExBashkit.VirtualFs"
+    end
+  end
+
+  # A custom builtin under a name `:python` takes would be silently replaced.
+  defp python_conflict!(python_names, builtins) do
+    case Enum.filter(python_names, &Map.has_key?(builtins, &1)) do
+      [] ->
+        :ok
+
+      names ->
+        raise ArgumentError,
+              ":python takes the command name(s) #{inspect(names)}, which :builtins also defines; " <>
+                "rename the builtin or use python: [name: ...]"
     end
   end
 

@@ -38,15 +38,14 @@
 //! (`--max-memory`, `--max-cpu-seconds`).
 
 use std::collections::HashMap;
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, Read};
 use std::sync::Arc;
 
-use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
 use crate::callbacks::{self, Answer};
 use crate::options::{MountSpec, SessionConfig};
-use crate::reply::{Caller, ReplyTo};
+use crate::reply::{Caller, FrameWriter, ReplyTo};
 use crate::runtime::{self, RuntimeConfig};
 use crate::session::{self, ExecCallOptions, Session};
 use crate::snapshot::{self, SnapshotRequest};
@@ -101,13 +100,7 @@ pub fn main() -> i32 {
     runtime::configure(settings.runtime);
     crate::guard::install_panic_hook();
 
-    let (frames, outgoing) = crossbeam_channel::unbounded::<Vec<u8>>();
-    let writer = std::thread::Builder::new()
-        .name("ex_bashkit_out".into())
-        .spawn(move || write_frames(outgoing));
-    if writer.is_err() {
-        return 70;
-    }
+    let frames = FrameWriter::new(Box::new(io::stdout()));
     let sessions: Sessions = Arc::new(Mutex::new(HashMap::new()));
     let mut stdin = io::stdin().lock();
     loop {
@@ -142,33 +135,14 @@ fn read_frame(input: &mut impl Read) -> io::Result<Option<Vec<u8>>> {
     Ok(Some(frame))
 }
 
-/// Write every outgoing frame to stdout, flushing whenever the queue is
-/// empty so that a lone reply is not held back.
-fn write_frames(outgoing: Receiver<Vec<u8>>) {
-    let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
-    while let Ok(frame) = outgoing.recv() {
-        let mut next = Some(frame);
-        while let Some(frame) = next {
-            let len = u32::try_from(frame.len()).unwrap_or(u32::MAX);
-            if out.write_all(&len.to_be_bytes()).is_err() || out.write_all(&frame).is_err() {
-                std::process::exit(0);
-            }
-            next = outgoing.try_recv().ok();
-        }
-        if out.flush().is_err() {
-            std::process::exit(0);
-        }
-    }
-}
-
-fn reply_to(id: u64, frames: &Sender<Vec<u8>>) -> ReplyTo {
+fn reply_to(id: u64, frames: &Arc<FrameWriter>) -> ReplyTo {
     ReplyTo::new(Caller::Port {
         id,
-        frames: frames.clone(),
+        frames: Arc::clone(frames),
     })
 }
 
-fn answer(id: u64, frames: &Sender<Vec<u8>>, value: Value) {
+fn answer(id: u64, frames: &Arc<FrameWriter>, value: Value) {
     reply_to(id, frames).finish(&value);
 }
 
@@ -177,7 +151,7 @@ fn arg<T: FromValue>(items: &[Value], i: usize) -> Result<T, String> {
     T::from_value(items.get(i).ok_or("missing argument")?)
 }
 
-fn handle(request: Value, sessions: &Sessions, frames: &Sender<Vec<u8>>) {
+fn handle(request: Value, sessions: &Sessions, frames: &Arc<FrameWriter>) {
     let Ok(items) = request.elements() else {
         return;
     };
@@ -232,7 +206,7 @@ fn dispatch(
     id: u64,
     items: &[Value],
     sessions: &Sessions,
-    frames: &Sender<Vec<u8>>,
+    frames: &Arc<FrameWriter>,
 ) -> Result<(), String> {
     if tag == "new" {
         let sid: u64 = arg(items, 2)?;

@@ -140,6 +140,15 @@ defmodule ExBashkit.Backend do
     do: Worker.call(worker, {:fs, sid, request})
 
   @doc false
+  # `{:ok, grants}` of `runtime_mounts::describe` (mounts, network, limits).
+  @spec describe(reference(), location()) :: {:ok, map()} | {:error, String.t()}
+  def describe(resource, :in_node), do: Native.session_describe(resource)
+
+  def describe(_resource, {:process, name, sid}) do
+    with {:ok, worker} <- whereis(name), do: Worker.call(worker, {:describe, sid})
+  end
+
+  @doc false
   # `{id, running?, cwd | nil}`, or nil when the session cannot say.
   @spec info(reference(), location()) :: {integer(), boolean(), String.t() | nil} | nil
   def info(resource, :in_node), do: nif(fn -> Native.session_info(resource) end)

@@ -105,6 +105,25 @@ defmodule ExBashkit.Callbacks do
   defp worker_down(reason), do: "worker process exited: #{inspect(reason)}"
 
   @doc false
+  # Wait for the raw answer of a job that is not an exec but may make
+  # back-calls while it runs (a search walking `:virtual_fs` backends).
+  @spec await_reply(reference(), context()) :: term()
+  def await_reply(ref, context) do
+    receive do
+      {:ex_bashkit_reply, ^ref, reply} ->
+        Process.demonitor(ref, [:flush])
+        reply
+
+      {:DOWN, ^ref, :process, _, reason} ->
+        {:error, worker_down(reason)}
+
+      {:ex_bashkit_callback, ^ref, {call_id, request}} ->
+        dispatch(call_id, request, context)
+        await_reply(ref, context)
+    end
+  end
+
+  @doc false
   # The next event of request `ref` that the caller must see; back-calls
   # are dispatched on the way.
   @spec next(reference(), context()) ::

@@ -52,4 +52,13 @@ defmodule ExBashkit.Native do
 
   # The parser's verdict on an input: `:complete | :incomplete | {:error, msg}`.
   def parse_status(_script), do: :erlang.nif_error(:nif_not_loaded)
+
+  # Search and runtime mounts (`native/ex_bashkit/src/search.rs`,
+  # `runtime_mounts.rs`): submitted like state/reset, answered by message;
+  # `session_describe/1` answers at once.
+  def session_glob(_session, _request, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+  def session_grep(_session, _request, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+  def session_mount(_session, _spec, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+  def session_unmount(_session, _vfs_path, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+  def session_describe(_session), do: :erlang.nif_error(:nif_not_loaded)
 end

@@ -20,6 +20,17 @@ defmodule ExBashkit.Result do
       (`complete` is `false` if the filesystem was too large to list whole);
       otherwise `nil`.
 
+  What the exec cost, for logging and accounting (`nil` when unknown, e.g.
+  in a result a custom builtin returned):
+
+    * `:wall_time_us` - microseconds the interpreter spent on the script,
+      from taking the session to the end (time queued behind other execs of
+      the session excluded).
+    * `:commands` - commands the script ran, as bashkit counts them against
+      `:max_commands` (assignments and builtins included).
+    * `:stdout_bytes`, `:stderr_bytes` - bytes the script wrote to stdout and
+      stderr, as kept in this result (at most the byte cap when truncated).
+
   A custom builtin may also return a `%ExBashkit.Result{}` to control its own
   stdout, stderr and exit code.
   """
@@ -29,7 +40,11 @@ defmodule ExBashkit.Result do
             exit_code: 0,
             stdout_truncated: false,
             stderr_truncated: false,
-            changes: nil
+            changes: nil,
+            wall_time_us: nil,
+            commands: nil,
+            stdout_bytes: nil,
+            stderr_bytes: nil
 
   @type t :: %__MODULE__{
           stdout: binary(),
@@ -37,7 +52,11 @@ defmodule ExBashkit.Result do
           exit_code: integer(),
           stdout_truncated: boolean(),
           stderr_truncated: boolean(),
-          changes: changes() | nil
+          changes: changes() | nil,
+          wall_time_us: non_neg_integer() | nil,
+          commands: non_neg_integer() | nil,
+          stdout_bytes: non_neg_integer() | nil,
+          stderr_bytes: non_neg_integer() | nil
         }
 
   @typedoc "Files an exec touched, by absolute path, each list sorted."
@@ -51,6 +70,17 @@ defmodule ExBashkit.Result do
   @doc false
   # Shape the native tuple into a struct.
   @spec from_native(tuple()) :: t()
+  def from_native(
+        {stdout, stderr, exit_code, stdout_truncated, stderr_truncated, changes,
+         {commands, wall_time_us}}
+      ) do
+    %{
+      from_native({stdout, stderr, exit_code, stdout_truncated, stderr_truncated, changes})
+      | commands: commands,
+        wall_time_us: wall_time_us
+    }
+  end
+
   def from_native({stdout, stderr, exit_code, stdout_truncated, stderr_truncated, changes}) do
     %__MODULE__{
       stdout: stdout,
@@ -58,7 +88,9 @@ defmodule ExBashkit.Result do
       exit_code: exit_code,
       stdout_truncated: stdout_truncated,
       stderr_truncated: stderr_truncated,
-      changes: changes(changes)
+      changes: changes(changes),
+      stdout_bytes: byte_size(stdout),
+      stderr_bytes: byte_size(stderr)
     }
   end
 

@@ -262,6 +262,10 @@ defmodule ExBashkit.Session do
   or refused, a mount at `/`, two mounts at one path, or a path also used by
   `:virtual_fs`. A mount is never silently skipped.
 
+  `mount/4` and `unmount/2` add and remove host mounts while the session
+  lives, with the same checks, leaving shell state alone. `reset/1` returns to
+  the mounts given to `new/1`; snapshots carry no mounts (see `mount/4`).
+
   ## Network access
 
   By default a session has no network: `curl`, `wget` and `http` fail with
@@ -702,12 +706,73 @@ defmodule ExBashkit.Session do
   end
 
   @doc """
+  Mount host directory `host_path` at `vfs_path` while the session lives,
+  `mode` being `:read_only` (default) or `:read_write`.
+
+  The arguments are those of a `:mounts` entry, in the same order, and pass
+  the same checks as at `new/1` (see "Host mounts"): the host path must be an
+  existing directory, not a sensitive location (or, with
+  `:allowed_mount_paths`, under an allowed prefix), judged after resolving
+  symlinks; `vfs_path` must not be `/`, a path with a host mount already, or
+  a `:virtual_fs` path. Malformed arguments raise `ArgumentError`; a refused
+  mount returns `{:error, message}` and changes nothing.
+
+  Shell state (variables, cwd, functions, aliases) is untouched. The mount
+  takes effect between scripts: it waits for a running exec to end.
+
+  Runtime mounts and the session's other operations:
+
+    * `reset/1` returns to the mounts of `new/1`: runtime mounts are dropped,
+      and `new/1` mounts removed with `unmount/2` come back.
+    * `snapshot/2` captures no mounts, runtime or not (nor the host files
+      under them); `restore/3` keeps the mounts the target has at that
+      moment, runtime ones included.
+
+  ## Examples
+
+      iex> dir = Path.join(System.tmp_dir!(), "ex_bashkit_mount_doc")
+      iex> File.mkdir_p!(dir)
+      iex> File.write!(Path.join(dir, "hello.txt"), "hi\\n")
+      iex> session = ExBashkit.Session.new()
+      iex> ExBashkit.Session.mount(session, "/data", dir)
+      :ok
+      iex> {:ok, result} = ExBashkit.Session.exec(session, "cat /data/hello.txt")
+      iex> result.stdout
+      "hi\\n"
+      iex> ExBashkit.Session.unmount(session, "/data")
+      :ok
+  """
+  @spec mount(t(), Path.t(), Path.t(), mount_mode()) :: :ok | {:error, String.t()}
+  def mount(%__MODULE__{} = session, vfs_path, host_path, mode \\ :read_only),
+    do: ExBashkit.Session.Mounts.mount(session, vfs_path, host_path, mode)
+
+  @doc """
+  Remove the host mount at `vfs_path`, whether `new/1` or `mount/4` made it.
+
+  Paths under `vfs_path` fall back to whatever was there before (the
+  in-memory filesystem). Returns `:ok`, or `{:error, message}` when no host
+  directory is mounted there (a `:virtual_fs` backend cannot be unmounted).
+  Shell state is untouched; like `mount/4`, it waits for a running exec.
+  `reset/1` brings back the mounts of `new/1`.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new()
+      iex> {:error, _} = ExBashkit.Session.unmount(session, "/nothing")
+  """
+  @spec unmount(t(), Path.t()) :: :ok | {:error, String.t()}
+  def unmount(%__MODULE__{} = session, vfs_path),
+    do: ExBashkit.Session.Mounts.unmount(session, vfs_path)
+
+  @doc """
   Put the session back in the state `new/1` built: its `:env`, `:cwd` and
   `:files`, with every variable, function, alias and in-memory file since
   then gone. Its capabilities stay: builtins, virtual_fs backends, host mounts
   (whose host files are, of course, not rolled back: a `:files` entry or the
   `:cwd` under a host mount is not written again), limits and network
-  settings. Waits for a running exec to end. Returns `:ok` or
+  settings. Host mounts go back to those given to `new/1`: `mount/4`'s are
+  dropped, and `new/1`'s removed by `unmount/2` return. Waits for a running
+  exec to end. Returns `:ok` or
   `{:error, message}`.
 
   ## Examples
@@ -926,7 +991,8 @@ defmodule ExBashkit.Session do
   carries from one exec to the next.
 
   It does not carry configuration: custom `:builtins`, `:virtual_fs` backends,
-  host `:mounts` (nor the host files under them), `:python`, `:limits` or
+  host mounts, whether from `:mounts` or `mount/4` (nor the host files under
+  them), `:python`, `:limits` or
   network settings. To resume, build a session with the same capabilities and
   `restore/3` the bytes into it.
 

@@ -25,6 +25,8 @@ mod parse;
 mod python;
 mod reply;
 mod runtime;
+mod runtime_mounts;
+mod search;
 mod session;
 mod snapshot;
 mod strict_commands;

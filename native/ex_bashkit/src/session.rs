@@ -61,6 +61,10 @@ pub struct Session {
     interrupt: Arc<Interrupt>,
     /// What `new/1` asked for, to rebuild on `reset`.
     config: Arc<SessionConfig>,
+    /// The host mounts in place now: `new/1`'s, plus and minus the runtime
+    /// ones (see `runtime_mounts.rs`). Changed only under the interpreter
+    /// lock.
+    pub host_mounts: Mutex<Vec<options::MountSpec>>,
 }
 
 impl Drop for Session {
@@ -89,18 +93,34 @@ impl Session {
             tickets: Mutex::new(HashMap::new()),
             channel,
             interrupt,
+            host_mounts: Mutex::new(config.mounts.clone()),
             config: Arc::new(config),
         }))
-    }
-
-    /// The session's filesystem, as scripts see it.
-    pub fn fs(&self) -> Arc<dyn FileSystem> {
-        Arc::clone(&self.fs.read())
     }
 
     /// What `new/1` asked for.
     pub fn config(&self) -> &SessionConfig {
         &self.config
+    }
+
+    /// The interpreter between scripts, for jobs that read the filesystem
+    /// (search): back-calls of `:virtual_fs` backends go to `caller` while
+    /// the returned guard lives.
+    pub async fn hold(&self, caller: &SharedCaller) -> Held<'_> {
+        let bash = self.bash.lock().await;
+        // A cancel or timeout of an earlier exec leaves the interrupt
+        // raised until the next exec re-arms it; re-arm it for this job.
+        self.interrupt.clear();
+        let attached = self.channel.as_ref().map(|c| c.attach(Arc::clone(caller)));
+        Held {
+            _attached: attached,
+            bash,
+        }
+    }
+
+    /// The session's filesystem, as scripts see it.
+    pub fn fs(&self) -> Arc<dyn FileSystem> {
+        Arc::clone(&self.fs.read())
     }
 
     /// Whether a script is running on this session right now.
@@ -150,6 +170,20 @@ impl Session {
             }
             None => false,
         }
+    }
+}
+
+/// The interpreter held by a job, with back-calls routed to its caller.
+pub struct Held<'a> {
+    // Dropped first: back-calls stop being routed before the lock goes.
+    _attached: Option<crate::callbacks::AttachGuard>,
+    bash: tokio::sync::MutexGuard<'a, Bash>,
+}
+
+impl Held<'_> {
+    /// The filesystem scripts see.
+    pub fn fs(&self) -> Arc<dyn FileSystem> {
+        self.bash.fs()
     }
 }
 
@@ -256,7 +290,9 @@ pub fn exec(
                 false => None,
             };
             let options = bashkit_options(&mut call, &caller);
+            let metering = Metering::start(&bash);
             let result = bash.exec_with_options(&script, options).await;
+            let metrics = metering.stop(&bash);
             let changes = match before {
                 Some(before) => Some(changes::diff(
                     &before,
@@ -264,7 +300,7 @@ pub fn exec(
                 )),
                 None => None,
             };
-            ExecOutcome::new(result, changes, &ticket, call.timeout_ms)
+            ExecOutcome::new(result, changes, metrics, &ticket, call.timeout_ms)
         })
         .await;
         session.tickets.lock().remove(&exec_id);
@@ -293,7 +329,10 @@ pub fn exec_once_job(
                 Ok(bash) => {
                     let bash = used.insert(bash);
                     ticket.start(bash.cancellation_token(), Arc::clone(&interrupt));
-                    ExecOutcome::new(bash.exec(&script).await, None, &ticket, None)
+                    let metering = Metering::start(bash);
+                    let result = bash.exec(&script).await;
+                    let metrics = metering.stop(bash);
+                    ExecOutcome::new(result, None, metrics, &ticket, None)
                 }
                 Err(message) => ExecOutcome::Error(message),
             }
@@ -307,9 +346,38 @@ pub fn exec_once_job(
     });
 }
 
+/// What one exec cost: commands run (bashkit's cumulative counter, before
+/// and after) and wall-clock time in the interpreter, queueing excluded.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Metrics {
+    pub commands: u64,
+    pub wall_time_us: u64,
+}
+
+struct Metering {
+    started: Instant,
+    commands: u64,
+}
+
+impl Metering {
+    fn start(bash: &Bash) -> Self {
+        Self {
+            started: Instant::now(),
+            commands: bash.session_counters().0,
+        }
+    }
+
+    fn stop(self, bash: &Bash) -> Metrics {
+        Metrics {
+            commands: bash.session_counters().0.saturating_sub(self.commands),
+            wall_time_us: u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        }
+    }
+}
+
 /// What an exec ended with, ready to encode.
 pub enum ExecOutcome {
-    Ok(Box<ExecResult>, Option<Changes>),
+    Ok(Box<ExecResult>, Option<Changes>, Metrics),
     Error(String),
 }
 
@@ -317,11 +385,12 @@ impl ExecOutcome {
     fn new(
         result: bashkit::Result<ExecResult>,
         changes: Option<Changes>,
+        metrics: Metrics,
         ticket: &ExecTicket,
         timeout_ms: Option<u64>,
     ) -> Self {
         match result {
-            Ok(result) => ExecOutcome::Ok(Box::new(result), changes),
+            Ok(result) => ExecOutcome::Ok(Box::new(result), changes, metrics),
             // Our watchdog and `cancel/1` stop a script through the same
             // token; say which one did.
             Err(_) if ticket.timed_out() => ExecOutcome::Error(format!(
@@ -342,11 +411,11 @@ impl ExecOutcome {
 
 impl Payload for ExecOutcome {
     /// `{:ok, {stdout, stderr, exit_code, stdout_truncated, stderr_truncated,
-    /// changes}}` with `changes` `nil` or `{created, modified, deleted,
-    /// complete?}`; or `{:error, message}`.
+    /// changes, {commands, wall_time_us}}}` with `changes` `nil` or
+    /// `{created, modified, deleted, complete?}`; or `{:error, message}`.
     fn to_value(&self) -> Value {
         match self {
-            ExecOutcome::Ok(result, changes) => {
+            ExecOutcome::Ok(result, changes, metrics) => {
                 let changes = match changes {
                     Some(c) => Value::tuple([
                         c.created.clone().into(),
@@ -363,6 +432,7 @@ impl Payload for ExecOutcome {
                     result.stdout_truncated.into(),
                     result.stderr_truncated.into(),
                     changes,
+                    Value::tuple([metrics.commands.into(), metrics.wall_time_us.into()]),
                 ]))
             }
             ExecOutcome::Error(message) => Value::error(message.clone()),
@@ -442,6 +512,7 @@ pub fn reset(session: Arc<Session>, reply: ReplyTo) {
             options::prepare_reset(&fresh, config, session.channel.as_ref()).await?;
             *session.fs.write() = fresh.fs();
             *bash = fresh;
+            *session.host_mounts.lock() = config.mounts.clone();
             Ok::<(), String>(())
         })
         .await;

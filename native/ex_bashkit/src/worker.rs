@@ -17,6 +17,9 @@
 //! {:state, id, sid}                {:reset, id, sid}
 //! {:snapshot, id, sid, request}    {:restore, id, sid, bytes, key}
 //! {:fs, id, sid, request}          {:info, id, sid}
+//! {:glob, id, sid, request}        {:grep, id, sid, request}
+//! {:mount, id, sid, spec}          {:unmount, id, sid, vfs_path}
+//! {:describe, id, sid}
 //! {:live_sessions, id}            {:running_scripts, id}
 //! {:callback_reply, call_id, answer}
 //! ```
@@ -41,7 +44,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::callbacks::{self, Answer};
-use crate::options::SessionConfig;
+use crate::options::{MountSpec, SessionConfig};
 use crate::reply::{Caller, FrameWriter, ReplyTo};
 use crate::runtime::{self, RuntimeConfig};
 use crate::session::{self, ExecCallOptions, Session};
@@ -49,6 +52,7 @@ use crate::snapshot::{self, SnapshotRequest};
 use crate::value::{Bytes, FromValue, Value};
 use crate::watchdog::ExecTicket;
 use crate::{etf, fs_api};
+use crate::{runtime_mounts, search};
 
 /// Frames larger than this are refused (a snapshot or file of a session is
 /// bounded well below it by the session's own limits).
@@ -263,6 +267,20 @@ fn dispatch(
             let key: Option<Bytes> = arg(items, 4)?;
             snapshot::restore(session, bytes, key.map(|k| k.0), reply);
         }
+        "glob" => {
+            let request = search::GlobRequest::from_value(items.get(3).ok_or("missing request")?)?;
+            search::glob(session, request, reply);
+        }
+        "grep" => {
+            let request = search::GrepRequest::from_value(items.get(3).ok_or("missing request")?)?;
+            search::grep(session, request, reply);
+        }
+        "mount" => {
+            let spec = MountSpec::from_value(items.get(3).ok_or("missing mount")?)?;
+            runtime_mounts::mount(session, spec, reply);
+        }
+        "unmount" => runtime_mounts::unmount(session, arg(items, 3)?, reply),
+        "describe" => reply.finish(&runtime_mounts::describe(&session)),
         "fs" => {
             let request = items.get(3).cloned().ok_or("missing request")?;
             runtime::spawn_blocking(move || reply.finish(&fs_api::call(&session.fs(), &request)));

@@ -1,0 +1,57 @@
+defmodule ExBashkit.Session.Mounts do
+  @moduledoc false
+  # Runtime host mounts (`ExBashkit.Session.mount/4`, `unmount/2`) and the
+  # description of a session's grants (`describe/1`, for
+  # `ExBashkit.Tool.system_prompt/1`).
+  #
+  # The argument shapes are checked by the same code as the `:mounts` option
+  # (`ExBashkit.Session.Options`); the host-side gate runs in Rust, the same
+  # gate `new/1` runs (`native/ex_bashkit/src/runtime_mounts.rs`).
+
+  alias ExBashkit.{Backend, Callbacks}
+  alias ExBashkit.Session.Options
+
+  @doc false
+  @spec mount(ExBashkit.Session.t(), Path.t(), Path.t(), ExBashkit.Session.mount_mode()) ::
+          :ok | {:error, String.t()}
+  def mount(%ExBashkit.Session{resource: resource, location: location}, vfs_path, host_path, mode) do
+    [spec] = Options.parse!(mounts: [{vfs_path, host_path, mode}]).native.mounts
+
+    with :ok <- not_reentrant(resource),
+         {:ok, ref} <- Backend.submit(resource, location, :mount, [spec]),
+         do: Callbacks.await_reply(ref)
+  end
+
+  @doc false
+  @spec unmount(ExBashkit.Session.t(), Path.t()) :: :ok | {:error, String.t()}
+  def unmount(%ExBashkit.Session{resource: resource, location: location}, vfs_path) do
+    # Normalized as `:mounts` normalizes it, so "/data/" names "/data".
+    [%{vfs_path: vfs}] = Options.parse!(mounts: [{vfs_path, "/", :read_only}]).native.mounts
+
+    with :ok <- not_reentrant(resource),
+         {:ok, ref} <- Backend.submit(resource, location, :unmount, [vfs]),
+         do: Callbacks.await_reply(ref)
+  end
+
+  @doc false
+  # `%{mounts: [%{vfs_path:, host_path:, mode:}], virtual_fs: [path],
+  # allow_net: [pattern] | :all | nil, username:, hostname:, limits: map}`.
+  @spec describe(ExBashkit.Session.t()) :: map()
+  def describe(%ExBashkit.Session{resource: resource, location: location}) do
+    case Backend.describe(resource, location) do
+      {:ok, info} ->
+        %{info | limits: info.limits |> Enum.reject(&match?({_, nil}, &1)) |> Map.new()}
+
+      {:error, message} ->
+        raise RuntimeError, "cannot describe the session: " <> message
+    end
+  end
+
+  # From inside a builtin of the session's own running script, the
+  # interpreter is held by that script: waiting for it would never end.
+  defp not_reentrant(resource) do
+    if Callbacks.reentrant?(resource),
+      do: {:error, "re-entrant call: this session is running the script that made it"},
+      else: :ok
+  end
+end

@@ -54,7 +54,8 @@ defmodule ExBashkit.Callbacks do
   alias ExBashkit.VirtualFs.Dispatch
 
   @chain_key :"$ex_bashkit_waiting_sessions"
-  # The caller's runners of one request: `{@runners_key, ref} => %{monitor => pid}`.
+  # The caller's runners of one request:
+  # `{@runners_key, ref} => %{monitor => {pid, reply_fun, on_failure_fun}}`.
   @runners_key :"$ex_bashkit_runners"
   # How long a runner may take to stop its handler (a kill, then its DOWN).
   @stop_wait_ms 5_000
@@ -151,7 +152,8 @@ defmodule ExBashkit.Callbacks do
         dispatch(ref, call_id, request, context)
         next(ref, context)
 
-      {:DOWN, mref, :process, _, _} when is_map_key(runners, mref) ->
+      {:DOWN, mref, :process, _, reason} when is_map_key(runners, mref) ->
+        runner_down(Map.fetch!(runners, mref), reason)
         put_runners(ref, Map.delete(runners, mref))
         next(ref, context)
     end
@@ -162,8 +164,14 @@ defmodule ExBashkit.Callbacks do
     {job, on_failure} = job(request, context)
     reply = &Backend.callback_reply(context.location, call_id, &1)
     {pid, mref} = spawn_monitor(fn -> run(reply, job, on_failure, context.timeout, chain) end)
-    put_runners(ref, Map.put(runners(ref), mref, pid))
+    put_runners(ref, Map.put(runners(ref), mref, {pid, reply, on_failure}))
   end
+
+  # A runner killed from outside never answered: answer for it, so the
+  # script does not wait for its own deadline (an answer already given
+  # makes this one a dropped late answer).
+  defp runner_down(_runner, :normal), do: :ok
+  defp runner_down({_pid, reply, on_failure}, reason), do: reply.(on_failure.({:died, reason}))
 
   defp runners(ref), do: Process.get({@runners_key, ref}, %{})
 
@@ -175,9 +183,9 @@ defmodule ExBashkit.Callbacks do
   defp stop_runners(ref) do
     runners = runners(ref)
     Process.delete({@runners_key, ref})
-    Enum.each(runners, fn {_mref, pid} -> send(pid, :ex_bashkit_stop) end)
+    Enum.each(runners, fn {_mref, {pid, _, _}} -> send(pid, :ex_bashkit_stop) end)
 
-    Enum.each(runners, fn {mref, pid} ->
+    Enum.each(runners, fn {mref, {pid, _, _}} ->
       receive do
         {:DOWN, ^mref, :process, _, _} -> :ok
       after

@@ -8,7 +8,7 @@
 //!    allocates a call id, parks a oneshot sender under that id in
 //!    [`PENDING`], and sends the process that is running the exec:
 //!
-//!    `{:ex_bashkit_callback, exec_ref, call_id, request}`
+//!    `{:ex_bashkit_callback, exec_ref, {call_id, request}}`
 //!
 //!    where `request` is `{:builtin, name, args, stdin, env}` or
 //!    `{:vfs, mount, op, path, extra}` (see `builtins.rs`, `vfs.rs`).

@@ -352,6 +352,8 @@ defmodule ExBashkit.Callbacks do
       else: banner <> "\n"
   end
 
+  defp format_error(kind, reason, _stack), do: "#{kind}: #{short_inspect(reason)}\n"
+
   # A cut may split a UTF-8 sequence: keep the valid part.
   defp valid_prefix(binary) do
     case String.chunk(binary, :valid) do
@@ -359,8 +361,6 @@ defmodule ExBashkit.Callbacks do
       [] -> ""
     end
   end
-
-  defp format_error(kind, reason, _stack), do: "#{kind}: #{short_inspect(reason)}\n"
 
   defp short_inspect(term), do: Answer.short_inspect(term)
 end

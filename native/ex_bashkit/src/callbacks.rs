@@ -198,7 +198,6 @@ pub fn decode_answer(value: &Value) -> Option<Answer> {
         Value::Binary(b) => Some(b.clone()),
         _ => None,
     };
-    let atom_name = |v: &Value| v.as_atom().map(str::to_string);
     // An entry or stat kind outside these is a malformed answer, never
     // silently a file.
     let kind = |v: &Value| {

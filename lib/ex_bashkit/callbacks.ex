@@ -21,37 +21,46 @@ defmodule ExBashkit.Callbacks do
   #       back to waiting; it never runs user code itself.
   #
   # The runner (unlinked, so nothing it does can take the caller down)
-  # spawns a monitored *worker* that calls the user's function, normalizes
-  # whatever it returned into the small set of shapes the NIF decodes, and
-  # answers through `ExBashkit.Backend.callback_reply/3` (the NIF's
-  # `callback_reply/2` in the node, a frame to the worker otherwise):
-  #
-  #   {:command, stdout, stderr, exit_code}           builtin outcome
-  #   :done | {:data, binary} | {:entries, [{name, kind}]}
-  #     | {:stat, kind, size} | {:failed, reason}     virtual_fs outcome
+  # spawns a monitored *handler* process that calls the user's function,
+  # checks and normalizes whatever it returned (`ExBashkit.Callbacks.Answer`:
+  # shapes, listings, the session's `max_reply_bytes`) and answers through
+  # `ExBashkit.Backend.callback_reply/3` (the NIF's `callback_reply/2` in the
+  # node, a frame to the worker otherwise).
   #
   # Failure model, the same for builtins and backends:
   #   * raise / throw / exit inside the function: caught by the worker and
   #     answered as a failure of that one command (exit 1, message on stderr);
-  #   * the worker dies any other way (killed, linked crash): the runner sees
-  #     the DOWN and answers the failure;
-  #   * no answer within `builtin_timeout_ms`: the runner kills the worker and
-  #     answers a timeout (exit 124). Rust enforces the same deadline on its
-  #     side, so even a dead runner cannot make a script wait longer.
-  #   * a late answer (after a timeout) finds nobody waiting and is dropped.
+  #   * the handler dies any other way (killed, linked crash): the runner
+  #     sees the DOWN and answers the failure;
+  #   * no answer within `builtin_timeout_ms`: the runner kills the handler,
+  #     waits for its death, and answers a timeout (exit 124, `etimedout`).
+  #     This is the only back-call timer (Rust waits for the answer, a cancel
+  #     or the exec's own deadline).
+  #   * the exec ends while handlers still run (its timeout, `cancel/1`):
+  #     the caller tells each of its runners to stop, and each kills its
+  #     handler and waits for its death, before the caller returns. No side
+  #     effect of a handler happens after the caller got its answer.
+  #   * a late answer finds nobody waiting and is dropped.
   #
-  # Re-entrancy: a worker carries, in its process dictionary, the sessions
+  # Re-entrancy: a handler carries, in its process dictionary, the sessions
   # whose exec is waiting on it (the whole chain, for nested execs). An exec
-  # on one of those sessions from inside the worker would wait forever for
+  # on one of those sessions from inside the handler would wait forever for
   # the lock its own caller holds, so `ExBashkit.Session.exec/3` refuses it at
   # once with `{:error, _}`.
 
   alias ExBashkit.{Backend, Result}
+  alias ExBashkit.Callbacks.Answer
+  alias ExBashkit.Session.Ceilings
+  alias ExBashkit.VirtualFs.Dispatch
 
   @chain_key :"$ex_bashkit_waiting_sessions"
-  @kinds [:file, :dir, :symlink]
-  @max_entries 10_000
-  @ops_without_payload [:write, :append, :mkdir, :remove, :rename]
+  # The caller's runners of one request:
+  # `{@runners_key, ref} => %{monitor => {pid, reply_fun, on_failure_fun}}`.
+  @runners_key :"$ex_bashkit_runners"
+  # How long a runner may take to stop its handler (a kill, then its DOWN).
+  @stop_wait_ms 5_000
+  # The most of a raised exception's message a failed command reports.
+  @max_error_bytes 4_096
 
   @typedoc "What a waiting exec needs to serve back-calls."
   @type context :: %{
@@ -59,13 +68,22 @@ defmodule ExBashkit.Callbacks do
           location: Backend.location(),
           builtins: map(),
           virtual_fs: map(),
-          timeout: pos_integer()
+          timeout: pos_integer(),
+          max_reply_bytes: pos_integer()
         }
 
   @doc false
   @spec no_callbacks() :: context()
-  def no_callbacks,
-    do: %{resource: nil, location: :in_node, builtins: %{}, virtual_fs: %{}, timeout: 30_000}
+  def no_callbacks do
+    %{
+      resource: nil,
+      location: :in_node,
+      builtins: %{},
+      virtual_fs: %{},
+      timeout: 30_000,
+      max_reply_bytes: Ceilings.default_max_reply_bytes()
+    }
+  end
 
   @doc false
   # Whether this process is serving a back-call of a script on `resource`.
@@ -109,16 +127,25 @@ defmodule ExBashkit.Callbacks do
   # back-calls while it runs (a search walking `:virtual_fs` backends).
   @spec await_reply(reference(), context()) :: term()
   def await_reply(ref, context) do
+    runners = runners(ref)
+
     receive do
       {:ex_bashkit_reply, ^ref, reply} ->
         Process.demonitor(ref, [:flush])
+        stop_runners(ref)
         reply
 
       {:DOWN, ^ref, :process, _, reason} ->
+        stop_runners(ref)
         {:error, worker_down(reason)}
 
       {:ex_bashkit_callback, ^ref, {call_id, request}} ->
-        dispatch(call_id, request, context)
+        dispatch(ref, call_id, request, context)
+        await_reply(ref, context)
+
+      {:DOWN, mref, :process, _, reason} when is_map_key(runners, mref) ->
+        runner_down(Map.fetch!(runners, mref), reason)
+        put_runners(ref, Map.delete(runners, mref))
         await_reply(ref, context)
     end
   end
@@ -129,32 +156,77 @@ defmodule ExBashkit.Callbacks do
   @spec next(reference(), context()) ::
           {:output, binary(), binary()} | {:done, {:ok, Result.t()} | {:error, String.t()}}
   def next(ref, context) do
+    runners = runners(ref)
+
     receive do
       {:ex_bashkit_reply, ^ref, {:ok, native}} ->
         Process.demonitor(ref, [:flush])
+        stop_runners(ref)
         {:done, {:ok, Result.from_native(native)}}
 
       {:ex_bashkit_reply, ^ref, {:error, message}} ->
         Process.demonitor(ref, [:flush])
+        stop_runners(ref)
         {:done, {:error, message}}
 
       {:DOWN, ^ref, :process, _, reason} ->
+        stop_runners(ref)
         {:done, {:error, worker_down(reason)}}
 
       {:ex_bashkit_output, ^ref, {stdout, stderr}} ->
         {:output, stdout, stderr}
 
       {:ex_bashkit_callback, ^ref, {call_id, request}} ->
-        dispatch(call_id, request, context)
+        dispatch(ref, call_id, request, context)
+        next(ref, context)
+
+      {:DOWN, mref, :process, _, reason} when is_map_key(runners, mref) ->
+        runner_down(Map.fetch!(runners, mref), reason)
+        put_runners(ref, Map.delete(runners, mref))
         next(ref, context)
     end
   end
 
-  defp dispatch(call_id, request, context) do
+  defp dispatch(ref, call_id, request, context) do
     chain = [context.resource | Process.get(@chain_key, [])]
     {job, on_failure} = job(request, context)
     reply = &Backend.callback_reply(context.location, call_id, &1)
-    spawn(fn -> run(reply, job, on_failure, context.timeout, chain) end)
+    {pid, mref} = spawn_monitor(fn -> run(reply, job, on_failure, context.timeout, chain) end)
+    put_runners(ref, Map.put(runners(ref), mref, {pid, reply, on_failure}))
+  end
+
+  # A runner killed from outside never answered: answer for it, so the
+  # script does not wait for its own deadline (an answer already given
+  # makes this one a dropped late answer).
+  defp runner_down(_runner, :normal), do: :ok
+  defp runner_down({_pid, reply, on_failure}, reason), do: reply.(on_failure.({:died, reason}))
+
+  defp runners(ref), do: Process.get({@runners_key, ref}, %{})
+
+  defp put_runners(ref, runners) when runners == %{}, do: Process.delete({@runners_key, ref})
+  defp put_runners(ref, runners), do: Process.put({@runners_key, ref}, runners)
+
+  # The request is answered: stop every runner still serving it and wait
+  # until each has killed its handler, so no handler outlives the answer.
+  defp stop_runners(ref) do
+    runners = runners(ref)
+    Process.delete({@runners_key, ref})
+    Enum.each(runners, fn {_mref, {pid, _, _}} -> send(pid, :ex_bashkit_stop) end)
+
+    Enum.each(runners, fn {mref, {pid, _, _}} ->
+      receive do
+        {:DOWN, ^mref, :process, _, _} -> :ok
+      after
+        @stop_wait_ms ->
+          Process.exit(pid, :kill)
+
+          receive do
+            {:DOWN, ^mref, :process, _, _} -> :ok
+          after
+            @stop_wait_ms -> Process.demonitor(mref, [:flush])
+          end
+      end
+    end)
   end
 
   # -- runner -----------------------------------------------------------------
@@ -172,10 +244,25 @@ defmodule ExBashkit.Callbacks do
 
       {:DOWN, ^mref, :process, ^pid, reason} ->
         reply.(on_failure.({:died, reason}))
+
+      :ex_bashkit_stop ->
+        kill(pid, mref)
     after
       timeout ->
-        Process.exit(pid, :kill)
+        kill(pid, mref)
         reply.(on_failure.({:timeout, timeout}))
+    end
+  end
+
+  # Kill the handler and return only once it is dead (`:kill` cannot be
+  # trapped, so the DOWN comes).
+  defp kill(pid, mref) do
+    Process.exit(pid, :kill)
+
+    receive do
+      {:DOWN, ^mref, :process, ^pid, _} -> :ok
+    after
+      @stop_wait_ms -> :ok
     end
   end
 
@@ -190,13 +277,20 @@ defmodule ExBashkit.Callbacks do
 
   defp job({:builtin, name, args, stdin, env}, context) do
     on_failure = &builtin_failure(name, &1)
+    cap = context.max_reply_bytes
 
     job =
       case context.builtins do
         %{^name => fun} ->
           fn ->
             guarded(
-              fn -> builtin_answer(name, fun.(%{args: args, stdin: stdin, env: env})) end,
+              fn ->
+                Answer.builtin(
+                  name,
+                  fun.(%{args: args, stdin: stdin, env: env}),
+                  cap
+                )
+              end,
               on_failure
             )
           end
@@ -211,48 +305,26 @@ defmodule ExBashkit.Callbacks do
   defp job({:vfs, mount, op, path, extra}, context) do
     on_failure = &vfs_failure(mount, op, &1)
     request = vfs_request(op, path, extra)
+    cap = context.max_reply_bytes
 
     job =
-      case context.virtual_fs do
-        %{^mount => backend} ->
-          fn -> guarded(fn -> vfs_answer(op, call_backend(backend, request)) end, on_failure) end
+      case {context.virtual_fs, Answer.vfs_precheck(op, path)} do
+        {_, {:failed, _} = refused} ->
+          fn -> refused end
+
+        {%{^mount => backend}, nil} ->
+          fn ->
+            guarded(
+              fn -> Answer.vfs(op, path, Dispatch.call(backend, request), cap) end,
+              on_failure
+            )
+          end
 
         _ ->
           fn -> {:failed, "enotsup"} end
       end
 
     {job, on_failure}
-  end
-
-  defp builtin_answer(name, answer) do
-    case answer do
-      {:ok, out} ->
-        with {:ok, out} <- binary(out),
-             do: {:command, out, "", 0},
-             else: (_ -> invalid_builtin(name, answer))
-
-      {:error, err} ->
-        with {:ok, err} <- binary(err),
-             do: {:command, "", err, 1},
-             else: (_ -> invalid_builtin(name, answer))
-
-      %Result{stdout: out, stderr: err, exit_code: code}
-      when is_integer(code) and code in -2_147_483_648..2_147_483_647 ->
-        with {:ok, out} <- binary(out), {:ok, err} <- binary(err) do
-          {:command, out, err, code}
-        else
-          _ -> invalid_builtin(name, answer)
-        end
-
-      other ->
-        invalid_builtin(name, other)
-    end
-  end
-
-  defp invalid_builtin(name, value) do
-    {:command, "",
-     "#{name}: builtin returned an invalid value: #{short_inspect(value)} " <>
-       "(expected {:ok, iodata}, {:error, iodata} or %ExBashkit.Result{})\n", 1}
   end
 
   defp builtin_failure(name, failure) do
@@ -282,64 +354,6 @@ defmodule ExBashkit.Callbacks do
     end
   end
 
-  defp call_backend(fun, request) when is_function(fun, 1), do: fun.(request)
-  defp call_backend({module, arg}, request), do: module.handle(request, arg)
-  defp call_backend(module, request), do: module.handle(request, nil)
-
-  defp vfs_answer(op, answer) do
-    case {op, answer} do
-      {_, {:error, reason}} when is_atom(reason) ->
-        {:failed, Atom.to_string(reason)}
-
-      {_, {:error, reason}} when is_binary(reason) ->
-        {:failed, printable(reason)}
-
-      {op, :ok} when op in @ops_without_payload ->
-        :done
-
-      {op, {:ok, _}} when op in @ops_without_payload ->
-        :done
-
-      {:read, {:ok, data}} ->
-        with {:ok, bin} <- binary(data), do: {:data, bin}, else: (_ -> invalid_vfs(op, answer))
-
-      {:list, {:ok, entries}} when is_list(entries) ->
-        entries(entries)
-
-      {:stat, {:ok, %{type: kind} = stat}} when kind in @kinds ->
-        stat_answer(kind, Map.get(stat, :size, 0), answer)
-
-      _ ->
-        invalid_vfs(op, answer)
-    end
-  end
-
-  defp stat_answer(kind, size, _answer) when is_integer(size) and size >= 0,
-    do: {:stat, kind, size}
-
-  defp stat_answer(_kind, _size, answer), do: invalid_vfs(:stat, answer)
-
-  # Shape only; Rust drops names a directory cannot hold and duplicates.
-  defp entries(entries) do
-    if length(entries) > @max_entries do
-      {:failed, "virtual_fs listing too large (#{length(entries)} entries, max #{@max_entries})"}
-    else
-      {:entries,
-       for(
-         {name, kind} <- entries,
-         is_binary(name),
-         String.valid?(name),
-         kind in @kinds,
-         do: {name, kind}
-       )}
-    end
-  end
-
-  defp invalid_vfs(op, answer) do
-    {:failed,
-     "virtual_fs backend returned an invalid value for #{inspect(op)}: #{short_inspect(answer)}"}
-  end
-
   defp vfs_failure(mount, op, failure) do
     case failure do
       {:timeout, _ms} ->
@@ -357,20 +371,24 @@ defmodule ExBashkit.Callbacks do
 
   # -- helpers ----------------------------------------------------------------
 
-  defp binary(data) when is_binary(data), do: {:ok, data}
+  # A raised message can be any size: keep what crosses back bounded.
+  defp format_error(:error, reason, stack) do
+    banner = Exception.format_banner(:error, reason, stack)
 
-  defp binary(data) do
-    {:ok, IO.iodata_to_binary(data)}
-  rescue
-    ArgumentError -> :error
+    if byte_size(banner) > @max_error_bytes,
+      do: valid_prefix(binary_part(banner, 0, @max_error_bytes)) <> "... (truncated)\n",
+      else: banner <> "\n"
   end
-
-  defp format_error(:error, reason, stack),
-    do: Exception.format_banner(:error, reason, stack) <> "\n"
 
   defp format_error(kind, reason, _stack), do: "#{kind}: #{short_inspect(reason)}\n"
 
-  defp short_inspect(term), do: inspect(term, limit: 8, printable_limit: 200)
+  # A cut may split a UTF-8 sequence: keep the valid part.
+  defp valid_prefix(binary) do
+    case String.chunk(binary, :valid) do
+      [valid | _] -> if String.valid?(valid), do: valid, else: ""
+      [] -> ""
+    end
+  end
 
-  defp printable(string), do: if(String.valid?(string), do: string, else: inspect(string))
+  defp short_inspect(term), do: Answer.short_inspect(term)
 end

@@ -169,7 +169,8 @@ defmodule ExBashkit.Search do
           location: location,
           builtins: session.builtins,
           virtual_fs: session.virtual_fs,
-          timeout: session.callback_timeout_ms
+          timeout: session.callback_timeout_ms,
+          max_reply_bytes: session.max_reply_bytes
         })
       end
     end

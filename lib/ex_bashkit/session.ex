@@ -50,7 +50,10 @@ defmodule ExBashkit.Session do
       for each entry.
     * `:mounts` - a list of `{vfs_path, host_path, mode}` tuples mapping a real
       host directory into the sandbox, `mode` being `:read_only` or
-      `:read_write` (see "Host mounts" below).
+      `:read_write` (see "Host mounts" below). A `vfs_path` (like a
+      `:virtual_fs` mount path) must be written normalized: `"/a/./b"`,
+      `"/a/../b"`, `"//x"` or a trailing `/` raise, and one path given twice
+      (in any spelling) is a conflict.
     * `:allowed_mount_paths` - host paths under which mounts are allowed; once
       set, it replaces the built-in denylist of sensitive locations (see
       "Host mounts").
@@ -59,8 +62,15 @@ defmodule ExBashkit.Session do
     * `:builtins` - a map of `name => fun` registering Elixir-defined virtual
       executables a script can invoke (see "Custom builtins" below).
     * `:builtin_timeout_ms` - how long a single custom-builtin back-call may
-      run before it is abandoned (positive integer, default `30_000`). Also
-      bounds `:virtual_fs` back-calls.
+      run before it is abandoned and its process killed (positive integer up
+      to 4 294 967 295, default `30_000`). Also bounds `:virtual_fs`
+      back-calls.
+    * `:max_reply_bytes` - the most bytes one back-call may send back into
+      the interpreter: a builtin's stdout plus stderr, a `:virtual_fs` read,
+      a listing (names plus 64 bytes per entry), an error message (positive
+      integer, default `10_000_000`; there is no unlimited). Over it, that
+      command fails with a message naming `:max_reply_bytes`, and the data
+      is never copied into the interpreter.
     * `:virtual_fs` - a map of `mount_path => backend` mounting Elixir-backed
       filesystems whose reads and writes are serviced by your application
       (see "Virtual filesystem backends" below and `ExBashkit.VirtualFs`).
@@ -73,6 +83,14 @@ defmodule ExBashkit.Session do
       (see `ExBashkit.Python` for what it can and cannot do).
 
   A malformed option raises `ArgumentError` naming the option.
+
+  **Node-wide ceilings.** `config :ex_bashkit, max_timeout_ms: ms,
+  max_reply_bytes: bytes` caps what any session may ask for: a session whose
+  `limits: [timeout_ms: ...]`, `:builtin_timeout_ms` or `:max_reply_bytes`
+  is above its ceiling raises at `new/1`, and the defaults are lowered to
+  the ceilings (a session without `:timeout_ms` gets bashkit's 30 s default,
+  or the ceiling if lower). A ceiling that is not a positive integer (or
+  `nil`) makes every `new/1` raise, naming it.
 
   ## Resource limits
 
@@ -320,7 +338,8 @@ defmodule ExBashkit.Session do
     timeout_ms: nil,
     builtins: %{},
     virtual_fs: %{},
-    callback_timeout_ms: 30_000
+    callback_timeout_ms: 30_000,
+    max_reply_bytes: 10_000_000
   ]
 
   @opaque t :: %__MODULE__{
@@ -329,7 +348,8 @@ defmodule ExBashkit.Session do
             timeout_ms: pos_integer() | nil,
             builtins: %{optional(String.t()) => (map() -> term())},
             virtual_fs: %{optional(String.t()) => term()},
-            callback_timeout_ms: pos_integer()
+            callback_timeout_ms: pos_integer(),
+            max_reply_bytes: pos_integer()
           }
 
   @typedoc "A filesystem entry's kind, as reported by `stat/2` and `list_dir/2`."
@@ -372,6 +392,7 @@ defmodule ExBashkit.Session do
           | {:block_private_ips, boolean()}
           | {:builtins, %{optional(String.t()) => (map() -> term())}}
           | {:builtin_timeout_ms, pos_integer()}
+          | {:max_reply_bytes, pos_integer()}
           | {:virtual_fs, %{optional(Path.t()) => virtual_fs_spec()}}
           | {:python, boolean() | keyword()}
 
@@ -409,7 +430,8 @@ defmodule ExBashkit.Session do
           timeout_ms: native.limits[:timeout_ms],
           builtins: parsed.builtins,
           virtual_fs: parsed.virtual_fs,
-          callback_timeout_ms: parsed.callback_timeout_ms
+          callback_timeout_ms: parsed.callback_timeout_ms,
+          max_reply_bytes: parsed.max_reply_bytes
         }
 
       {:error, message} ->
@@ -501,7 +523,8 @@ defmodule ExBashkit.Session do
       location: session.location,
       builtins: session.builtins,
       virtual_fs: session.virtual_fs,
-      timeout: session.callback_timeout_ms
+      timeout: session.callback_timeout_ms,
+      max_reply_bytes: session.max_reply_bytes
     }
   end
 

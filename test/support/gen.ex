@@ -403,6 +403,9 @@ defmodule ExBashkit.Test.Gen do
     valid_or_not(valid, invalid)
   end
 
+  defp option_value(:max_reply_bytes, _),
+    do: valid_or_not(T.oneof([T.pos_integer(), const(10_000_000)]), count())
+
   defp option_value(:builtin_timeout_ms, _),
     do: valid_or_not(T.oneof([T.pos_integer(), const(10 ** 30)]), count())
 

@@ -13,6 +13,8 @@ defmodule ExBashkit.Session.Options do
   # A malformed option is a programmer error: it raises `ArgumentError` naming
   # the option and what was wrong.
 
+  alias ExBashkit.Session.Ceilings
+
   @u64_max 0xFFFF_FFFF_FFFF_FFFF
 
   @limit_keys [
@@ -43,10 +45,10 @@ defmodule ExBashkit.Session.Options do
     :builtin_timeout_ms,
     :virtual_fs,
     :python,
-    :isolation
+    :isolation,
+    :max_reply_bytes
   ]
 
-  @default_callback_timeout_ms 30_000
   @max_function_depth 16
 
   @type parsed :: %{
@@ -54,7 +56,8 @@ defmodule ExBashkit.Session.Options do
           isolation: :process | :in_node,
           builtins: %{optional(String.t()) => (map() -> term())},
           virtual_fs: %{optional(String.t()) => term()},
-          callback_timeout_ms: pos_integer()
+          callback_timeout_ms: pos_integer(),
+          max_reply_bytes: pos_integer()
         }
 
   @doc false
@@ -78,12 +81,7 @@ defmodule ExBashkit.Session.Options do
 
     builtins = builtins!(Keyword.get(opts, :builtins, %{}))
     virtual_fs = virtual_fs!(Keyword.get(opts, :virtual_fs, %{}))
-
-    timeout =
-      pos_integer!(
-        Keyword.get(opts, :builtin_timeout_ms, @default_callback_timeout_ms),
-        :builtin_timeout_ms
-      )
+    {timeout, max_reply_bytes, limits} = bounded_options!(opts)
 
     {allow_net, allow_all_net} = allow_net!(Keyword.get(opts, :allow_net))
     mounts = mounts!(Keyword.get(opts, :mounts, []))
@@ -95,7 +93,7 @@ defmodule ExBashkit.Session.Options do
       username: name!(Keyword.get(opts, :username, "sandbox"), :username),
       hostname: name!(Keyword.get(opts, :hostname, "bashkit-sandbox"), :hostname),
       files: files!(Keyword.get(opts, :files, [])),
-      limits: limits!(Keyword.get(opts, :limits, [])),
+      limits: limits,
       mounts: mounts,
       allowed_mount_paths: allowed_mount_paths!(Keyword.get(opts, :allowed_mount_paths)),
       allow_net: allow_net,
@@ -104,7 +102,6 @@ defmodule ExBashkit.Session.Options do
         boolean!(Keyword.get(opts, :block_private_ips, true), :block_private_ips),
       builtins: Map.keys(builtins),
       virtual_fs: Map.keys(virtual_fs),
-      callback_timeout_ms: timeout,
       python: python!(Keyword.get(opts, :python, false))
     }
 
@@ -115,8 +112,28 @@ defmodule ExBashkit.Session.Options do
       isolation: isolation!(Keyword.get(opts, :isolation, default_isolation())),
       builtins: builtins,
       virtual_fs: virtual_fs,
-      callback_timeout_ms: timeout
+      callback_timeout_ms: timeout,
+      max_reply_bytes: max_reply_bytes
     }
+  end
+
+  # The options bounded by the node-wide ceilings (`ExBashkit.Session.Ceilings`):
+  # the back-call timeout, the reply cap and the session's wall-clock limit.
+  defp bounded_options!(opts) do
+    ceilings = Ceilings.read!()
+
+    timeout =
+      Ceilings.builtin_timeout_ms!(Keyword.get(opts, :builtin_timeout_ms, :default), ceilings)
+
+    max_reply = Ceilings.max_reply_bytes!(Keyword.get(opts, :max_reply_bytes, :default), ceilings)
+
+    limits =
+      opts
+      |> Keyword.get(:limits, [])
+      |> limits!()
+      |> Map.update!(:timeout_ms, &Ceilings.session_timeout_ms!(&1, ceilings))
+
+    {timeout, max_reply, limits}
   end
 
   @doc false
@@ -219,16 +236,6 @@ defmodule ExBashkit.Session.Options do
   defp boolean!(value, option),
     do: raise(ArgumentError, "#{inspect(option)} must be a boolean, got: #{inspect(value)}")
 
-  defp pos_integer!(value, _option) when is_integer(value) and value >= 1,
-    do: min(value, @u64_max)
-
-  defp pos_integer!(value, option),
-    do:
-      raise(
-        ArgumentError,
-        "#{inspect(option)} must be a positive integer, got: #{inspect(value)}"
-      )
-
   # A path as given (string or charlist), validated as a string.
   defp path!(path, what) when is_list(path) do
     path!(List.to_string(path), what)
@@ -314,6 +321,14 @@ defmodule ExBashkit.Session.Options do
     normalize_vfs(cwd)
   end
 
+  # "/a/./b//c/" -> "/a/b/c", lexically (`..` is refused by the caller).
+  defp normalize_vfs(path) do
+    path
+    |> String.split("/", trim: true)
+    |> Enum.reject(&(&1 == "."))
+    |> then(&("/" <> Enum.join(&1, "/")))
+  end
+
   defp files!(files) do
     for {path, content} <- pairs!(files, :files) do
       # A keyword list (`files: ["/a.txt": "x"]`) has atom paths.
@@ -377,7 +392,11 @@ defmodule ExBashkit.Session.Options do
     parsed =
       Enum.map(mounts, fn
         {vfs_path, host_path, mode} = mount ->
-          vfs = vfs_path |> absolute_path!("mount #{inspect(mount)}: vfs path") |> normalize_vfs()
+          vfs =
+            vfs_path
+            |> absolute_path!("mount #{inspect(mount)}: vfs path")
+            |> normalized_mount_path!("mount #{inspect(mount)}: vfs path")
+
           host = absolute_path!(host_path, "mount #{inspect(mount)}: host path")
 
           if vfs == "/" do
@@ -424,18 +443,38 @@ defmodule ExBashkit.Session.Options do
 
   defp mounts!(other), do: raise(ArgumentError, ":mounts must be a list, got: #{inspect(other)}")
 
-  # "/a/./b/../c/" -> "/a/c", lexically (the sandbox has no host symlinks to
-  # honour at this level); ".." never climbs above "/".
-  defp normalize_vfs(path) do
+  # A mount point (`:mounts` or `:virtual_fs`) must be written in its one
+  # normal form: no ".", "..", empty segment or trailing "/". Rewriting
+  # "/a/../b" behind the user's back would hide a typo (or an attempt to
+  # reach outside what a reviewer read) and let two spellings of one path
+  # become two mounts.
+  defp normalized_mount_path!(path, what) do
+    segments = path |> String.split("/") |> tl()
+    normal? = path == "/" or Enum.all?(segments, &(&1 not in ["", ".", ".."]))
+
+    unless normal? do
+      raise ArgumentError,
+            "#{what} must be normalized (no \".\", \"..\", \"//\" or trailing \"/\"), " <>
+              "got: #{inspect(path)}"
+    end
+
     path
-    |> String.split("/", trim: true)
-    |> Enum.reduce([], fn
-      ".", acc -> acc
-      "..", acc -> Enum.drop(acc, 1)
-      segment, acc -> [segment | acc]
+  end
+
+  # The same mount point given twice (a key repeated in a list, or a string
+  # and a charlist spelling of one path) is a conflict, not "the last wins".
+  defp check_duplicate_mount_paths!(paths, option) do
+    paths
+    |> Enum.frequencies()
+    |> Enum.each(fn
+      {path, count} when count > 1 ->
+        raise ArgumentError,
+              "#{option} gives #{path} #{count} times (spellings of one path conflict); " <>
+                "one path takes one mount"
+
+      _ ->
+        :ok
     end)
-    |> Enum.reverse()
-    |> then(&("/" <> Enum.join(&1, "/")))
   end
 
   # A host mount and a :virtual_fs backend at the same path would shadow one
@@ -491,7 +530,7 @@ defmodule ExBashkit.Session.Options do
 
   defp builtins!(builtins) do
     Map.new(pairs!(builtins, :builtins), fn {name, fun} ->
-      name = stringify!(name, ":builtins name")
+      name = builtin_name!(name)
 
       unless name =~ ~r/\A[A-Za-z0-9_][A-Za-z0-9_.+-]*\z/ do
         raise ArgumentError, ":builtins name #{inspect(name)} is not a valid command name"
@@ -509,30 +548,27 @@ defmodule ExBashkit.Session.Options do
   # two spellings of one place cannot shadow each other or a host mount.
   defp virtual_fs!(mounts) do
     parsed =
-      Enum.map(pairs!(mounts, :virtual_fs), fn {given, backend} ->
-        path = given |> absolute_path!(":virtual_fs mount path") |> normalize_vfs()
+      Enum.map(pairs!(mounts, :virtual_fs), fn {path, backend} ->
+        path = absolute_path!(path, ":virtual_fs mount path")
 
         if path == "/" do
-          raise ArgumentError, ":virtual_fs cannot mount a backend at / (got #{inspect(given)})"
+          raise ArgumentError, ":virtual_fs cannot mount a backend at /"
         end
 
+        path = normalized_mount_path!(path, ":virtual_fs mount path")
         {path, backend!(path, backend)}
       end)
 
-    parsed
-    |> Enum.frequencies_by(&elem(&1, 0))
-    |> Enum.each(fn
-      {path, count} when count > 1 ->
-        raise ArgumentError,
-              ":virtual_fs has #{count} backends at #{path} (spelled differently); " <>
-                "one path takes one mount"
-
-      _ ->
-        :ok
-    end)
-
+    check_duplicate_mount_paths!(Enum.map(parsed, &elem(&1, 0)), ":virtual_fs")
     Map.new(parsed)
   end
+
+  # A command name is a string: an atom key (`%{greet: fun}`) is a mistake
+  # that would otherwise register a name the caller did not write.
+  defp builtin_name!(name) when is_binary(name), do: string!(name, ":builtins name")
+
+  defp builtin_name!(name),
+    do: raise(ArgumentError, ":builtins name must be a string, got: #{inspect(name)}")
 
   defp backend!(_path, fun) when is_function(fun, 1), do: fun
 
@@ -553,7 +589,7 @@ defmodule ExBashkit.Session.Options do
   end
 
   defp ensure_backend!(path, module) do
-    unless Code.ensure_loaded?(module) and function_exported?(module, :handle, 2) do
+    unless Code.ensure_loaded?(module) and ExBashkit.VirtualFs.Dispatch.implemented?(module) do
       raise ArgumentError,
             ":virtual_fs backend for #{path}: #{inspect(module)} does not implement ExBashkit.VirtualFs"
     end

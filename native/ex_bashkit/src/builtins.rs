@@ -2,7 +2,7 @@
 //!
 //! The command's arguments, stdin and exported environment go to Elixir as
 //! `{:builtin, name, args, stdin, env}`; the answer becomes the command's
-//! stdout, stderr and exit code. A back-call that fails (timeout, caller
+//! stdout, stderr and exit code. A back-call that fails (interrupted, caller
 //! gone) fails only this command, the way a crashed program would.
 
 use std::collections::HashMap;
@@ -67,14 +67,6 @@ impl Builtin for ElixirBuiltin {
             Ok(other) => ExecResult::err(
                 format!("{}: unexpected answer from Elixir: {other:?}\n", self.name),
                 1,
-            ),
-            Err(CallError::Timeout(limit)) => ExecResult::err(
-                format!(
-                    "{}: builtin timed out after {} ms\n",
-                    self.name,
-                    limit.as_millis()
-                ),
-                124,
             ),
             Err(CallError::Interrupted) => {
                 ExecResult::err(format!("{}: interrupted\n", self.name), 130)

@@ -8,16 +8,20 @@
 //!    allocates a call id, parks a oneshot sender under that id in
 //!    [`PENDING`], and sends the process that is running the exec:
 //!
-//!    `{:ex_bashkit_callback, exec_ref, call_id, request}`
+//!    `{:ex_bashkit_callback, exec_ref, {call_id, request}}`
 //!
 //!    where `request` is `{:builtin, name, args, stdin, env}` or
 //!    `{:vfs, mount, op, path, extra}` (see `builtins.rs`, `vfs.rs`).
 //! 2. That process runs the request in a fresh, unlinked process (Elixir's
 //!    `ExBashkit.Callbacks`), which answers through the `callback_reply` NIF
 //!    with an already-normalized term; [`reply`] hands it to the waiter.
-//! 3. The waiter gives up after the session's `builtin_timeout_ms`: the
-//!    command fails (exit 124 for a builtin, `ETIMEDOUT` for a file
-//!    operation). A late answer finds no entry in `PENDING` and is dropped.
+//! 3. The back-call timeout (`builtin_timeout_ms`) and the reply cap
+//!    (`max_reply_bytes`) are enforced in Elixir only, where the handler
+//!    runs: the runner stops the handler at the deadline and answers the
+//!    failure itself, and it measures a reply before it is ever sent here.
+//!    This side waits for the answer or an interrupt (cancel, the exec's
+//!    deadline, the caller's death); a late answer finds no entry in
+//!    `PENDING` and is dropped.
 //!
 //! Waiting is an `await` on the oneshot, on the script's own thread (see
 //! `runtime.rs`): no BEAM scheduler waits, so a builtin that itself execs
@@ -31,7 +35,6 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
-use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
@@ -68,16 +71,9 @@ pub enum CallError {
     NoTarget,
     /// The caller process is gone.
     CallerGone,
-    /// No answer within the timeout.
-    Timeout(Duration),
     /// The exec was cancelled or timed out while waiting.
     Interrupted,
 }
-
-/// The most bytes one answer may carry: bashkit's default maximum file size.
-/// File contents beyond it are refused (`EFBIG`); builtin output beyond it is
-/// cut (bashkit caps a script's output at 1 MiB anyway).
-pub const MAX_ANSWER_BYTES: usize = 10_000_000;
 
 static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
 static PENDING: LazyLock<Mutex<HashMap<u64, oneshot::Sender<Answer>>>> =
@@ -121,16 +117,14 @@ impl Payload for CallbackMessage<'_> {
 /// One session's route to Elixir, shared by its builtins and backends.
 pub struct CallbackChannel {
     target: Mutex<Option<SharedCaller>>,
-    timeout: Duration,
     /// Raised by `cancel/1` and per-call timeouts: stop waiting for Elixir.
     interrupt: Arc<Interrupt>,
 }
 
 impl CallbackChannel {
-    pub fn new(timeout: Duration, interrupt: Arc<Interrupt>) -> Arc<Self> {
+    pub fn new(interrupt: Arc<Interrupt>) -> Arc<Self> {
         Arc::new(Self {
             target: Mutex::new(None),
-            timeout,
             interrupt,
         })
     }
@@ -141,7 +135,7 @@ impl CallbackChannel {
         AttachGuard(Arc::clone(self))
     }
 
-    /// Ask Elixir to handle `request`; wait for the answer or the timeout.
+    /// Ask Elixir to handle `request`; wait for the answer or an interrupt.
     pub async fn call(&self, request: &dyn Request) -> Result<Answer, CallError> {
         if on_beam_thread() {
             return Err(CallError::NoTarget);
@@ -158,12 +152,11 @@ impl CallbackChannel {
             return Err(CallError::CallerGone);
         }
         tokio::select! {
-            waited = tokio::time::timeout(self.timeout, receiver) => match waited {
-                Ok(Ok(answer)) => Ok(answer),
+            waited = receiver => match waited {
+                Ok(answer) => Ok(answer),
                 // The sender vanished without an answer: treat it as the
                 // caller going away.
-                Ok(Err(_)) => Err(CallError::CallerGone),
-                Err(_) => Err(CallError::Timeout(self.timeout)),
+                Err(_) => Err(CallError::CallerGone),
             },
             _ = self.interrupt.wait() => Err(CallError::Interrupted),
         }
@@ -194,8 +187,9 @@ impl Drop for AttachGuard {
 /// Decode the normalized answer Elixir passes to `callback_reply`:
 /// `{:command, stdout, stderr, code}`, `:done`, `{:data, bin}`,
 /// `{:entries, [{name, kind}]}`, `{:stat, kind, size}`, `{:failed, reason}`.
-/// Binaries past `MAX_ANSWER_BYTES` were already cut (or refused) by the
-/// transport before they were copied.
+/// Its size was checked against the session's `max_reply_bytes` in Elixir
+/// before it was sent, and listings were validated there (names, kinds,
+/// duplicates, depth): this is the only place those rules live.
 pub fn decode_answer(value: &Value) -> Option<Answer> {
     if value.as_atom() == Some("done") {
         return Some(Answer::Done);
@@ -204,7 +198,13 @@ pub fn decode_answer(value: &Value) -> Option<Answer> {
         Value::Binary(b) => Some(b.clone()),
         _ => None,
     };
-    let atom_name = |v: &Value| v.as_atom().map(str::to_string);
+    // An entry or stat kind outside these is a malformed answer, never
+    // silently a file.
+    let kind = |v: &Value| {
+        v.as_atom()
+            .filter(|k| matches!(*k, "file" | "dir" | "symlink"))
+            .map(str::to_string)
+    };
     let items = value.elements().ok()?;
     match (items.first()?.as_atom()?, items) {
         ("command", [_, out, err, code]) => Some(Answer::Command {
@@ -212,20 +212,17 @@ pub fn decode_answer(value: &Value) -> Option<Answer> {
             stderr: bytes(err)?,
             exit_code: crate::value::FromValue::from_value(code).ok()?,
         }),
-        ("data", [_, Value::Binary(data)]) if data.len() > MAX_ANSWER_BYTES => {
-            Some(Answer::Failed("efbig".to_string()))
-        }
         ("data", [_, data]) => Some(Answer::Data(bytes(data)?)),
         ("entries", [_, Value::List(entries)]) => entries
             .iter()
             .map(|entry| match entry.elements().ok()? {
-                [name, kind] => Some((String::from_utf8(bytes(name)?).ok()?, atom_name(kind)?)),
+                [name, k] => Some((String::from_utf8(bytes(name)?).ok()?, kind(k)?)),
                 _ => None,
             })
             .collect::<Option<Vec<_>>>()
             .map(Answer::Entries),
-        ("stat", [_, kind, size]) => Some(Answer::Stat(
-            atom_name(kind)?,
+        ("stat", [_, k, size]) => Some(Answer::Stat(
+            kind(k)?,
             crate::value::FromValue::from_value(size).ok()?,
         )),
         ("failed", [_, reason]) => Some(Answer::Failed(
@@ -235,45 +232,17 @@ pub fn decode_answer(value: &Value) -> Option<Answer> {
     }
 }
 
-/// The answer to a back-call as the NIF receives it: binaries over
-/// `MAX_ANSWER_BYTES` are cut (builtin output) or refused (file data) before
-/// anything is copied, so a backend answering 100 MB cannot make a scheduler
-/// thread copy 100 MB.
-pub fn answer_from_term(term: rustler::Term) -> Option<Answer> {
-    if let Ok(items) = rustler::types::tuple::get_tuple(term) {
-        let oversized = items.iter().any(|t| {
-            t.decode_as_binary()
-                .is_ok_and(|b| b.len() > MAX_ANSWER_BYTES)
-        });
-        if oversized {
-            let tag = items.first().and_then(|t| t.atom_to_string().ok());
-            return match tag.as_deref() {
-                Some("command") => {
-                    let cut = |t: &rustler::Term| {
-                        t.decode_as_binary()
-                            .map(|b| b.as_slice()[..b.len().min(MAX_ANSWER_BYTES)].to_vec())
-                            .ok()
-                    };
-                    Some(Answer::Command {
-                        stdout: cut(items.get(1)?)?,
-                        stderr: cut(items.get(2)?)?,
-                        exit_code: items.get(3)?.decode().ok()?,
-                    })
-                }
-                _ => Some(Answer::Failed("efbig".to_string())),
-            };
-        }
-    }
-    decode_answer(&Value::from_term(term).ok()?)
-}
-
 /// Answer back-call `call_id` with a term Elixir already normalized (see
 /// `decode_answer`). `true` if someone was still waiting.
 #[rustler::nif]
 fn callback_reply(call_id: u64, answer: rustler::Term) -> bool {
-    let answer = answer_from_term(answer).unwrap_or_else(|| {
-        Answer::Failed("malformed answer from the builtin or virtual_fs handler".into())
-    });
+    let answer = Value::from_term(answer)
+        .ok()
+        .as_ref()
+        .and_then(decode_answer)
+        .unwrap_or_else(|| {
+            Answer::Failed("malformed answer from the builtin or virtual_fs handler".into())
+        });
     reply(call_id, answer)
 }
 
@@ -298,7 +267,7 @@ mod tests {
                 Value::nil()
             }
         }
-        let channel = CallbackChannel::new(Duration::from_secs(60), Interrupt::new());
+        let channel = CallbackChannel::new(Interrupt::new());
         let outcome = rt.block_on(channel.call(&Nothing));
         assert_eq!(outcome.unwrap_err(), CallError::NoTarget);
     }

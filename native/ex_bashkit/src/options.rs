@@ -76,7 +76,6 @@ pub struct SessionConfig {
     pub block_private_ips: bool,
     pub builtins: Vec<String>,
     pub virtual_fs: Vec<String>,
-    pub callback_timeout_ms: u64,
     pub python: Vec<String>,
 }
 from_map!(SessionConfig {
@@ -93,7 +92,6 @@ from_map!(SessionConfig {
     block_private_ips,
     builtins,
     virtual_fs,
-    callback_timeout_ms,
     python,
 });
 
@@ -113,7 +111,6 @@ impl Default for SessionConfig {
             block_private_ips: true,
             builtins: Vec::new(),
             virtual_fs: Vec::new(),
-            callback_timeout_ms: 30_000,
             python: Vec::new(),
         }
     }
@@ -167,12 +164,8 @@ pub fn callback_channel(
     config: &SessionConfig,
     interrupt: &Arc<Interrupt>,
 ) -> Option<Arc<CallbackChannel>> {
-    (!config.builtins.is_empty() || !config.virtual_fs.is_empty()).then(|| {
-        CallbackChannel::new(
-            Duration::from_millis(config.callback_timeout_ms),
-            Arc::clone(interrupt),
-        )
-    })
+    (!config.builtins.is_empty() || !config.virtual_fs.is_empty())
+        .then(|| CallbackChannel::new(Arc::clone(interrupt)))
 }
 
 /// Build the interpreter `config` describes; `prepare` must run next.

@@ -2,13 +2,13 @@
 //! script makes under the mount becomes a back-call
 //! `{:vfs, mount, op, path, extra}` with the path rooted at the mount.
 //!
-//! The backend's answers are not trusted: listings are sanitized here (no
-//! "", ".", "..", names with "/" or NUL, no duplicates, at most
-//! `MAX_ENTRIES`), so `find` or `grep -r` over a hostile backend terminates.
-//! Failures map to the io errors bashkit turns into the messages scripts
+//! The backend's answers are not trusted, and are checked once, in Elixir
+//! (`ExBashkit.Callbacks.Answer`): a malformed listing (bad names, unknown
+//! kinds, too deep, too large) fails the operation there, so what arrives
+//! here is already well-formed (`callbacks::decode_answer` rejects unknown
+//! kinds). Failures map to the io errors bashkit turns into the messages scripts
 //! expect ("No such file or directory", ...).
 
-use std::collections::HashSet;
 use std::io::{Error as IoError, ErrorKind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,10 +17,6 @@ use bashkit::{DirEntry, FileSystem, FileSystemExt, FileType, Metadata};
 
 use crate::callbacks::{Answer, CallError, CallbackChannel, Request};
 use crate::value::Value;
-
-/// Entries beyond this in one listing are an error (a backend returning a
-/// million entries must not exhaust memory or time).
-pub const MAX_ENTRIES: usize = 10_000;
 
 /// The operation a back-call asks for, as the atom Elixir matches on.
 type Op = &'static str;
@@ -47,14 +43,6 @@ impl ElixirFs {
         match self.channel.call(&request).await {
             Ok(Answer::Failed(reason)) => Err(errno(&reason)),
             Ok(answer) => Ok(answer),
-            Err(CallError::Timeout(limit)) => Err(IoError::new(
-                ErrorKind::TimedOut,
-                format!(
-                    "virtual_fs backend timed out after {} ms",
-                    limit.as_millis()
-                ),
-            )
-            .into()),
             Err(CallError::Interrupted) => {
                 Err(IoError::new(ErrorKind::Interrupted, "Interrupted").into())
             }
@@ -151,6 +139,8 @@ fn answer_kind(answer: &Answer) -> &'static str {
     }
 }
 
+/// `kind` is one of `file`, `dir`, `symlink`: `decode_answer` refuses any
+/// other, so the last arm is only ever `file`.
 fn file_type(kind: &str) -> FileType {
     match kind {
         "dir" => FileType::Directory,
@@ -167,28 +157,6 @@ fn metadata(kind: &str, size: u64) -> Metadata {
         size,
         ..Metadata::default()
     }
-}
-
-/// Keep only entries a directory can really hold, once each.
-pub fn sanitize_entries(entries: Vec<(String, String)>) -> Result<Vec<(String, String)>, String> {
-    if entries.len() > MAX_ENTRIES {
-        return Err(format!(
-            "virtual_fs listing too large ({} entries, max {MAX_ENTRIES})",
-            entries.len()
-        ));
-    }
-    let mut seen = HashSet::with_capacity(entries.len());
-    Ok(entries
-        .into_iter()
-        .filter(|(name, _)| {
-            !name.is_empty()
-                && name != "."
-                && name != ".."
-                && !name.contains('/')
-                && !name.contains('\0')
-                && seen.insert(name.clone())
-        })
-        .collect())
 }
 
 #[bashkit::async_trait]
@@ -233,8 +201,7 @@ impl FileSystem for ElixirFs {
 
     async fn read_dir(&self, path: &Path) -> bashkit::Result<Vec<DirEntry>> {
         match self.call("list", path, Extra::None).await? {
-            Answer::Entries(entries) => Ok(sanitize_entries(entries)
-                .map_err(IoError::other)?
+            Answer::Entries(entries) => Ok(entries
                 .into_iter()
                 .map(|(name, kind)| DirEntry {
                     name,
@@ -279,30 +246,6 @@ impl FileSystem for ElixirFs {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn entry(name: &str) -> (String, String) {
-        (name.to_string(), "file".to_string())
-    }
-
-    #[test]
-    fn hostile_listings_are_cleaned() {
-        let entries = ["", ".", "..", "a/b", "nul\0", "ok", "ok", "fine"]
-            .iter()
-            .map(|n| entry(n))
-            .collect();
-        let names: Vec<String> = sanitize_entries(entries)
-            .unwrap()
-            .into_iter()
-            .map(|(n, _)| n)
-            .collect();
-        assert_eq!(names, vec!["ok".to_string(), "fine".to_string()]);
-    }
-
-    #[test]
-    fn huge_listings_are_refused() {
-        let entries = (0..=MAX_ENTRIES).map(|i| entry(&i.to_string())).collect();
-        assert!(sanitize_entries(entries).is_err());
-    }
 
     #[test]
     fn errno_names_map_to_io_kinds() {

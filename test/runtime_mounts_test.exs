@@ -28,7 +28,7 @@ defmodule ExBashkit.RuntimeMountsTest do
   test "a read-write mount writes through to the host" do
     host = HostDir.create!()
     s = Session.new()
-    assert Session.mount(s, "/out/", host, :read_write) == :ok
+    assert Session.mount(s, "/out", host, :read_write) == :ok
     assert run(s, "echo made > /out/made.txt").exit_code == 0
     assert File.read!(Path.join(host, "made.txt")) == "made\n"
   end

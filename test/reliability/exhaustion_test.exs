@@ -120,7 +120,7 @@ defmodule ExBashkit.Reliability.ExhaustionTest do
             "echo 'bash /r.sh' > /r.sh; bash /r.sh",
             "echo 'sh -c \"bash /r.sh\"' > /r.sh; bash /r.sh"
           ] do
-        {outcome, _, _} = bounded_exec(script, limits: [max_function_depth: 1_000_000])
+        {outcome, _, _} = bounded_exec(script, limits: [max_function_depth: 16])
 
         assert match?({:error, _}, outcome) or
                  match?({:ok, %Result{exit_code: c}} when c != 0, outcome),

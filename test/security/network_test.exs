@@ -273,8 +273,6 @@ defmodule ExBashkit.Security.NetworkTest do
   end
 
   describe "private addresses beyond loopback (in an empty network namespace)" do
-    @describetag skip: ChildVM.netns_unavailable()
-
     @private_urls [
       # Cloud metadata, in every spelling.
       "http://169.254.169.254/latest/meta-data/",

@@ -39,22 +39,6 @@ defmodule ExBashkit.Test.ChildVM do
     end
   end
 
-  @doc "Whether an empty network namespace can be created here (`false` or a skip reason)."
-  def netns_unavailable do
-    case System.find_executable("unshare") do
-      nil ->
-        "unshare(1) is not installed"
-
-      unshare ->
-        case System.cmd(unshare, unshare_flags() ++ ["true"], stderr_to_stdout: true) do
-          {_, 0} -> false
-          {out, _} -> "cannot create a network namespace here: #{String.trim(out)}"
-        end
-    end
-  rescue
-    e -> "cannot create a network namespace here: #{Exception.message(e)}"
-  end
-
   # As root a plain network namespace; otherwise inside a user namespace.
   defp unshare_flags do
     if System.get_env("USER") == "root" or match?({"0\n", 0}, System.cmd("id", ["-u"])),

@@ -39,10 +39,10 @@ defmodule ExBashkit do
   """
   @spec exec(String.t()) :: {:ok, Result.t()} | {:error, String.t()}
   def exec(script) do
-    script = Session.script!(script, "ExBashkit.exec/1")
+    script = Session.Exec.script!(script, "ExBashkit.exec/1")
     isolation = Session.Options.default_isolation()
 
-    with :ok <- Session.check_script(script),
+    with :ok <- Session.Exec.check_script(script),
          {:ok, ref} <- Backend.exec_once(script, isolation, %{}) do
       Callbacks.await(ref, Callbacks.no_callbacks())
     end

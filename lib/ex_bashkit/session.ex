@@ -327,9 +327,7 @@ defmodule ExBashkit.Session do
   """
 
   alias ExBashkit.{Backend, Callbacks, Result}
-  alias ExBashkit.Session.Options
-
-  @u64_max 0xFFFF_FFFF_FFFF_FFFF
+  alias ExBashkit.Session.{Exec, Fs, Options}
 
   @enforce_keys [:resource]
   defstruct [
@@ -484,125 +482,7 @@ defmodule ExBashkit.Session do
   @spec exec(t(), String.t(), [exec_option()]) :: {:ok, Result.t()} | {:error, String.t()}
   def exec(session, script, opts \\ [])
 
-  def exec(%__MODULE__{} = session, script, opts) do
-    script = script!(script, "exec/3")
-    {call, forward} = exec_options!(opts)
-
-    with {:ok, ref, _id} <- submit(session, script, call) do
-      Callbacks.await(ref, callback_context(session), forwarder(forward))
-    end
-  end
-
-  # Validate, then hand the script to the interpreter threads.
-  defp submit(%__MODULE__{resource: resource} = session, script, call) do
-    with :ok <- check_script(script),
-         :ok <- check_not_reentrant(resource) do
-      meta = %{timeout_ms: deadline_ms(call.timeout_ms, session.timeout_ms)}
-      Backend.exec(resource, session.location, script, call, meta)
-    end
-  end
-
-  # When the exec must be answered (for the worker's watchdog): the tighter
-  # of the call's and the session's timeouts.
-  defp deadline_ms(nil, session), do: session
-  defp deadline_ms(call, nil), do: call
-  defp deadline_ms(call, session), do: min(call, session)
-
-  defp forwarder(nil), do: fn _, _ -> :ok end
-
-  defp forwarder({pid, tag}) do
-    fn stdout, stderr ->
-      if stdout != "", do: send(pid, {tag, {:stdout, stdout}})
-      if stderr != "", do: send(pid, {tag, {:stderr, stderr}})
-    end
-  end
-
-  defp callback_context(session) do
-    %{
-      resource: session.resource,
-      location: session.location,
-      builtins: session.builtins,
-      virtual_fs: session.virtual_fs,
-      timeout: session.callback_timeout_ms,
-      max_reply_bytes: session.max_reply_bytes
-    }
-  end
-
-  # A builtin (or backend) of this session's running script calling exec on
-  # the same session would wait forever for the lock its caller holds.
-  defp check_not_reentrant(resource) do
-    if Callbacks.reentrant?(resource) do
-      {:error,
-       "re-entrant exec: this session is running the script whose builtin or virtual_fs " <>
-         "backend made this call; exec on another session instead"}
-    else
-      :ok
-    end
-  end
-
-  @doc false
-  # Scripts are strings; anything else is a programmer error with a message.
-  @spec script!(term(), String.t()) :: String.t()
-  def script!(script, _fun) when is_binary(script), do: script
-
-  def script!(script, fun) do
-    raise ArgumentError,
-          "#{fun}: the script must be a string (a binary), got: #{inspect(script)}" <>
-            if(is_list(script), do: " (a charlist? use a \"double-quoted\" string)", else: "")
-  end
-
-  # `{native_call_options, forward_target | nil}`. Options may be a keyword
-  # list or a map, like `new/1`'s.
-  defp exec_options!(opts) when is_map(opts), do: exec_options!(Map.to_list(opts))
-
-  defp exec_options!(opts) when not is_list(opts),
-    do:
-      raise(ArgumentError, "exec options must be a keyword list or a map, got: #{inspect(opts)}")
-
-  defp exec_options!(opts) do
-    call = %{stdin: nil, stream: false, timeout_ms: nil, track_changes: false}
-
-    Enum.reduce(opts, {call, nil}, fn
-      {:stdin, data}, {call, fwd} ->
-        case iodata_to_binary(data) do
-          {:ok, bin} ->
-            {%{call | stdin: bin}, fwd}
-
-          :error ->
-            raise ArgumentError, "exec option :stdin must be iodata, got: #{inspect(data)}"
-        end
-
-      {:timeout_ms, ms}, {call, fwd} when is_integer(ms) and ms >= 1 ->
-        {%{call | timeout_ms: min(ms, @u64_max)}, fwd}
-
-      {:timeout_ms, :infinity}, {call, fwd} ->
-        {%{call | timeout_ms: nil}, fwd}
-
-      {:track_changes, flag}, {call, fwd} when is_boolean(flag) ->
-        {%{call | track_changes: flag}, fwd}
-
-      {:stream_to, pid}, {call, _} when is_pid(pid) ->
-        {%{call | stream: true}, {pid, :ex_bashkit_output}}
-
-      {:stream_to, {pid, tag}}, {call, _} when is_pid(pid) ->
-        {%{call | stream: true}, {pid, tag}}
-
-      {:timeout_ms, value}, _ ->
-        raise ArgumentError,
-              "exec option :timeout_ms must be a positive integer or :infinity, got: #{inspect(value)}"
-
-      {:track_changes, value}, _ ->
-        raise ArgumentError,
-              "exec option :track_changes must be a boolean, got: #{inspect(value)}"
-
-      {:stream_to, value}, _ ->
-        raise ArgumentError,
-              "exec option :stream_to must be a pid or {pid, tag}, got: #{inspect(value)}"
-
-      other, _ ->
-        raise ArgumentError, "unknown exec option: #{inspect(other)}"
-    end)
-  end
+  def exec(%__MODULE__{} = session, script, opts), do: Exec.run(session, script, opts)
 
   @doc """
   Run `script` like `exec/3` and return a lazy `Stream` of its output.
@@ -625,54 +505,7 @@ defmodule ExBashkit.Session do
           Enumerable.t({:stdout | :stderr, binary()} | {:exit, integer()} | {:error, String.t()})
   def stream(session, script, opts \\ [])
 
-  def stream(%__MODULE__{} = session, script, opts) do
-    script = script!(script, "stream/3")
-    opts = if is_map(opts), do: Map.to_list(opts), else: opts
-
-    if Keyword.has_key?(opts, :stream_to),
-      do: raise(ArgumentError, "stream/3 does not take :stream_to")
-
-    {call, nil} = exec_options!(opts)
-    context = callback_context(session)
-
-    Stream.resource(
-      fn ->
-        case submit(session, script, %{call | stream: true}) do
-          {:ok, ref, id} -> {:running, ref, id}
-          {:error, message} -> {:failed, message}
-        end
-      end,
-      fn
-        {:running, ref, id} ->
-          case Callbacks.next(ref, context) do
-            {:output, out, err} -> {chunks(out, err), {:running, ref, id}}
-            {:done, {:ok, result}} -> {[{:exit, result.exit_code}], :done}
-            {:done, {:error, message}} -> {[{:error, message}], :done}
-          end
-
-        {:failed, message} ->
-          {[{:error, message}], :done}
-
-        :done ->
-          {:halt, :done}
-      end,
-      fn
-        # Halted early: stop the script and collect its answer, so nothing
-        # is left behind in the mailbox.
-        {:running, ref, id} ->
-          Backend.cancel_exec(session.resource, session.location, id)
-          Callbacks.await(ref, context)
-
-        _ ->
-          :ok
-      end
-    )
-  end
-
-  defp chunks("", ""), do: []
-  defp chunks(out, ""), do: [{:stdout, out}]
-  defp chunks("", err), do: [{:stderr, err}]
-  defp chunks(out, err), do: [{:stdout, out}, {:stderr, err}]
+  def stream(%__MODULE__{} = session, script, opts), do: Exec.stream(session, script, opts)
 
   @doc """
   Stop the exec running on `session`, from any process.
@@ -814,20 +647,6 @@ defmodule ExBashkit.Session do
     Callbacks.await_reply(ref)
   end
 
-  @doc false
-  # Scripts reach the interpreter as UTF-8 text.
-  def check_script(script) do
-    if String.valid?(script),
-      do: :ok,
-      else: {:error, "script is not valid UTF-8"}
-  end
-
-  defp iodata_to_binary(data) do
-    {:ok, IO.iodata_to_binary(data)}
-  rescue
-    ArgumentError -> :error
-  end
-
   @doc """
   Read the contents of `path` from the session's virtual filesystem.
 
@@ -846,9 +665,7 @@ defmodule ExBashkit.Session do
       {:ok, "result\\n"}
   """
   @spec read_file(t(), Path.t()) :: {:ok, binary()} | {:error, String.t()}
-  def read_file(%__MODULE__{} = session, path) do
-    with {:ok, path} <- fs_path(path), do: fs(session, {:read, path})
-  end
+  def read_file(%__MODULE__{} = session, path), do: Fs.read_file(session, path)
 
   @doc """
   Write `content` (any `t:iodata/0`) to `path` in the session's virtual
@@ -869,18 +686,8 @@ defmodule ExBashkit.Session do
       "welcome\\n"
   """
   @spec write_file(t(), Path.t(), iodata()) :: :ok | {:error, String.t()}
-  def write_file(%__MODULE__{} = session, path, content) do
-    content =
-      case iodata_to_binary(content) do
-        {:ok, bin} ->
-          bin
-
-        :error ->
-          raise ArgumentError, "write_file/3 content must be iodata, got: #{inspect(content)}"
-      end
-
-    with {:ok, path} <- fs_path(path), do: fs(session, {:write, path, content})
-  end
+  def write_file(%__MODULE__{} = session, path, content),
+    do: Fs.write_file(session, path, content)
 
   @doc """
   List the entries of directory `path` in the session's filesystem.
@@ -897,9 +704,7 @@ defmodule ExBashkit.Session do
       {:ok, [{"a.txt", :file}]}
   """
   @spec list_dir(t(), Path.t()) :: {:ok, [{String.t(), fs_type()}]} | {:error, String.t()}
-  def list_dir(%__MODULE__{} = session, path) do
-    with {:ok, path} <- fs_path(path), do: fs(session, {:list, path})
-  end
+  def list_dir(%__MODULE__{} = session, path), do: Fs.list_dir(session, path)
 
   @doc """
   Create directory `path` in the session's filesystem.
@@ -921,10 +726,7 @@ defmodule ExBashkit.Session do
       {:ok, %{type: :dir, size: 0}}
   """
   @spec mkdir(t(), Path.t(), [{:parents, boolean()}]) :: :ok | {:error, String.t()}
-  def mkdir(%__MODULE__{} = session, path, opts \\ []) do
-    parents = bool_opt!(opts, :parents, "mkdir/3")
-    with {:ok, path} <- fs_path(path), do: fs(session, {:mkdir, path, parents})
-  end
+  def mkdir(%__MODULE__{} = session, path, opts \\ []), do: Fs.mkdir(session, path, opts)
 
   @doc """
   Remove `path` from the session's filesystem.
@@ -944,10 +746,7 @@ defmodule ExBashkit.Session do
       :ok
   """
   @spec remove(t(), Path.t(), [{:recursive, boolean()}]) :: :ok | {:error, String.t()}
-  def remove(%__MODULE__{} = session, path, opts \\ []) do
-    recursive = bool_opt!(opts, :recursive, "remove/3")
-    with {:ok, path} <- fs_path(path), do: fs(session, {:remove, path, recursive})
-  end
+  def remove(%__MODULE__{} = session, path, opts \\ []), do: Fs.remove(session, path, opts)
 
   @doc """
   Rename/move `from` to `to` within the session's filesystem.
@@ -963,11 +762,7 @@ defmodule ExBashkit.Session do
       {:ok, "x"}
   """
   @spec rename(t(), Path.t(), Path.t()) :: :ok | {:error, String.t()}
-  def rename(%__MODULE__{} = session, from, to) do
-    with {:ok, from} <- fs_path(from),
-         {:ok, to} <- fs_path(to),
-         do: fs(session, {:rename, from, to})
-  end
+  def rename(%__MODULE__{} = session, from, to), do: Fs.rename(session, from, to)
 
   @doc """
   Return metadata for `path` in the session's filesystem.
@@ -987,11 +782,7 @@ defmodule ExBashkit.Session do
   """
   @spec stat(t(), Path.t()) ::
           {:ok, %{type: fs_type(), size: non_neg_integer()}} | {:error, String.t()}
-  def stat(%__MODULE__{} = session, path) do
-    with {:ok, path} <- fs_path(path),
-         {:ok, {type, size}} <- fs(session, {:stat, path}),
-         do: {:ok, %{type: type, size: size}}
-  end
+  def stat(%__MODULE__{} = session, path), do: Fs.stat(session, path)
 
   # -- snapshot / restore -----------------------------------------------------
 
@@ -1159,69 +950,4 @@ defmodule ExBashkit.Session do
   defp bang!(:ok), do: :ok
   defp bang!({:ok, value}), do: value
   defp bang!({:error, message}), do: raise(ExBashkit.Error.from_message(message))
-
-  defp bool_opt!(opts, key, fun) when is_list(opts) do
-    Enum.each(opts, fn
-      {^key, value} when is_boolean(value) ->
-        :ok
-
-      {^key, value} ->
-        raise ArgumentError,
-              "#{fun} option #{inspect(key)} must be a boolean, got: #{inspect(value)}"
-
-      other ->
-        raise ArgumentError, "unknown #{fun} option: #{inspect(other)}"
-    end)
-
-    Keyword.get(opts, key, false)
-  end
-
-  defp bool_opt!(opts, _key, fun),
-    do: raise(ArgumentError, "#{fun} options must be a keyword list, got: #{inspect(opts)}")
-
-  defp fs(%__MODULE__{resource: resource, location: location}, request),
-    do: Backend.fs(resource, location, request)
-
-  # Filesystem API paths: strings (or charlists), rooted at `/`.
-  defp fs_path(path) when is_list(path) do
-    fs_path(List.to_string(path))
-  rescue
-    _ in [ArgumentError, UnicodeConversionError] ->
-      raise ArgumentError, "path must be a string, got: #{inspect(path)}"
-  end
-
-  defp fs_path(path) when is_binary(path) do
-    cond do
-      not String.valid?(path) -> {:error, "#{inspect(path)}: path is not valid UTF-8"}
-      String.contains?(path, <<0>>) -> {:error, "#{inspect(path)}: path contains a NUL byte"}
-      path == "" -> {:error, "empty path"}
-      String.starts_with?(path, "/") -> {:ok, path}
-      true -> {:ok, "/" <> path}
-    end
-  end
-
-  defp fs_path(path), do: raise(ArgumentError, "path must be a string, got: #{inspect(path)}")
-
-  defimpl Inspect do
-    # Shows what a person debugging wants: which session, whether it is busy,
-    # where it is (cwd is only read when idle: it lives in the interpreter).
-    def inspect(%{resource: resource, location: location} = session, _opts) do
-      {id, running, cwd} =
-        try do
-          ExBashkit.Backend.info(resource, location) || {nil, false, nil}
-        rescue
-          # A session decoded from another node's term, or not made by new/1.
-          ArgumentError -> {:foreign, false, nil}
-        end
-
-      fields =
-        [id: id, status: if(running, do: :running, else: :idle)] ++
-          if(cwd, do: [cwd: cwd], else: []) ++
-          if(session.builtins == %{}, do: [], else: [builtins: Map.keys(session.builtins)]) ++
-          if session.virtual_fs == %{}, do: [], else: [virtual_fs: Map.keys(session.virtual_fs)]
-
-      "#ExBashkit.Session<" <>
-        Enum.map_join(fields, ", ", fn {k, v} -> "#{k}: #{Kernel.inspect(v)}" end) <> ">"
-    end
-  end
 end

@@ -1,0 +1,199 @@
+defmodule ExBashkit.Session.Exec do
+  @moduledoc false
+  # The exec pipeline behind `ExBashkit.Session.exec/3` and `stream/3`:
+  # validate the call's options, refuse re-entrant calls, hand the script to
+  # the backend (in-node NIF or worker process), then wait in
+  # `ExBashkit.Callbacks`, which also serves the script's back-calls.
+
+  alias ExBashkit.{Backend, Callbacks, Session}
+
+  @u64_max 0xFFFF_FFFF_FFFF_FFFF
+
+  @doc false
+  @spec run(Session.t(), term(), term()) :: {:ok, ExBashkit.Result.t()} | {:error, term()}
+  def run(%Session{} = session, script, opts) do
+    script = script!(script, "exec/3")
+    {call, forward} = exec_options!(opts)
+
+    with {:ok, ref, _id} <- submit(session, script, call) do
+      Callbacks.await(ref, callback_context(session), forwarder(forward))
+    end
+  end
+
+  @doc false
+  @spec stream(Session.t(), term(), term()) :: Enumerable.t()
+  def stream(%Session{} = session, script, opts) do
+    script = script!(script, "stream/3")
+    opts = if is_map(opts), do: Map.to_list(opts), else: opts
+
+    if Keyword.has_key?(opts, :stream_to),
+      do: raise(ArgumentError, "stream/3 does not take :stream_to")
+
+    {call, nil} = exec_options!(opts)
+    context = callback_context(session)
+
+    Stream.resource(
+      fn ->
+        case submit(session, script, %{call | stream: true}) do
+          {:ok, ref, id} -> {:running, ref, id}
+          {:error, message} -> {:failed, message}
+        end
+      end,
+      fn
+        {:running, ref, id} ->
+          case Callbacks.next(ref, context) do
+            {:output, out, err} -> {chunks(out, err), {:running, ref, id}}
+            {:done, {:ok, result}} -> {[{:exit, result.exit_code}], :done}
+            {:done, {:error, message}} -> {[{:error, message}], :done}
+          end
+
+        {:failed, message} ->
+          {[{:error, message}], :done}
+
+        :done ->
+          {:halt, :done}
+      end,
+      fn
+        # Halted early: stop the script and collect its answer, so nothing
+        # is left behind in the mailbox.
+        {:running, ref, id} ->
+          Backend.cancel_exec(session.resource, session.location, id)
+          Callbacks.await(ref, context)
+
+        _ ->
+          :ok
+      end
+    )
+  end
+
+  defp chunks("", ""), do: []
+  defp chunks(out, ""), do: [{:stdout, out}]
+  defp chunks("", err), do: [{:stderr, err}]
+  defp chunks(out, err), do: [{:stdout, out}, {:stderr, err}]
+
+  # Validate, then hand the script to the interpreter threads.
+  defp submit(%Session{resource: resource} = session, script, call) do
+    with :ok <- check_script(script),
+         :ok <- check_not_reentrant(resource) do
+      meta = %{timeout_ms: deadline_ms(call.timeout_ms, session.timeout_ms)}
+      Backend.exec(resource, session.location, script, call, meta)
+    end
+  end
+
+  # When the exec must be answered (for the worker's watchdog): the tighter
+  # of the call's and the session's timeouts.
+  defp deadline_ms(nil, session), do: session
+  defp deadline_ms(call, nil), do: call
+  defp deadline_ms(call, session), do: min(call, session)
+
+  defp forwarder(nil), do: fn _, _ -> :ok end
+
+  defp forwarder({pid, tag}) do
+    fn stdout, stderr ->
+      if stdout != "", do: send(pid, {tag, {:stdout, stdout}})
+      if stderr != "", do: send(pid, {tag, {:stderr, stderr}})
+    end
+  end
+
+  defp callback_context(session) do
+    %{
+      resource: session.resource,
+      location: session.location,
+      builtins: session.builtins,
+      virtual_fs: session.virtual_fs,
+      timeout: session.callback_timeout_ms,
+      max_reply_bytes: session.max_reply_bytes
+    }
+  end
+
+  # A builtin (or backend) of this session's running script calling exec on
+  # the same session would wait forever for the lock its caller holds.
+  defp check_not_reentrant(resource) do
+    if Callbacks.reentrant?(resource) do
+      {:error,
+       "re-entrant exec: this session is running the script whose builtin or virtual_fs " <>
+         "backend made this call; exec on another session instead"}
+    else
+      :ok
+    end
+  end
+
+  @doc false
+  # Scripts are strings; anything else is a programmer error with a message.
+  @spec script!(term(), String.t()) :: String.t()
+  def script!(script, _fun) when is_binary(script), do: script
+
+  def script!(script, fun) do
+    raise ArgumentError,
+          "#{fun}: the script must be a string (a binary), got: #{inspect(script)}" <>
+            if(is_list(script), do: " (a charlist? use a \"double-quoted\" string)", else: "")
+  end
+
+  # `{native_call_options, forward_target | nil}`. Options may be a keyword
+  # list or a map, like `new/1`'s.
+  defp exec_options!(opts) when is_map(opts), do: exec_options!(Map.to_list(opts))
+
+  defp exec_options!(opts) when not is_list(opts),
+    do:
+      raise(ArgumentError, "exec options must be a keyword list or a map, got: #{inspect(opts)}")
+
+  defp exec_options!(opts) do
+    call = %{stdin: nil, stream: false, timeout_ms: nil, track_changes: false}
+
+    Enum.reduce(opts, {call, nil}, fn
+      {:stdin, data}, {call, fwd} ->
+        case iodata_to_binary(data) do
+          {:ok, bin} ->
+            {%{call | stdin: bin}, fwd}
+
+          :error ->
+            raise ArgumentError, "exec option :stdin must be iodata, got: #{inspect(data)}"
+        end
+
+      {:timeout_ms, ms}, {call, fwd} when is_integer(ms) and ms >= 1 ->
+        {%{call | timeout_ms: min(ms, @u64_max)}, fwd}
+
+      {:timeout_ms, :infinity}, {call, fwd} ->
+        {%{call | timeout_ms: nil}, fwd}
+
+      {:track_changes, flag}, {call, fwd} when is_boolean(flag) ->
+        {%{call | track_changes: flag}, fwd}
+
+      {:stream_to, pid}, {call, _} when is_pid(pid) ->
+        {%{call | stream: true}, {pid, :ex_bashkit_output}}
+
+      {:stream_to, {pid, tag}}, {call, _} when is_pid(pid) ->
+        {%{call | stream: true}, {pid, tag}}
+
+      {:timeout_ms, value}, _ ->
+        raise ArgumentError,
+              "exec option :timeout_ms must be a positive integer or :infinity, got: #{inspect(value)}"
+
+      {:track_changes, value}, _ ->
+        raise ArgumentError,
+              "exec option :track_changes must be a boolean, got: #{inspect(value)}"
+
+      {:stream_to, value}, _ ->
+        raise ArgumentError,
+              "exec option :stream_to must be a pid or {pid, tag}, got: #{inspect(value)}"
+
+      other, _ ->
+        raise ArgumentError, "unknown exec option: #{inspect(other)}"
+    end)
+  end
+
+  @doc false
+  # Scripts reach the interpreter as UTF-8 text.
+  @spec check_script(String.t()) :: :ok | {:error, String.t()}
+  def check_script(script) do
+    if String.valid?(script),
+      do: :ok,
+      else: {:error, "script is not valid UTF-8"}
+  end
+
+  defp iodata_to_binary(data) do
+    {:ok, IO.iodata_to_binary(data)}
+  rescue
+    ArgumentError -> :error
+  end
+end

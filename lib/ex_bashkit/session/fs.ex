@@ -1,0 +1,106 @@
+defmodule ExBashkit.Session.Fs do
+  @moduledoc false
+  # The filesystem API behind `ExBashkit.Session.read_file/2` and its
+  # siblings: argument checks here, the request itself through
+  # `ExBashkit.Backend.fs/3` (answered without waiting for the interpreter).
+
+  alias ExBashkit.{Backend, Session}
+
+  @doc false
+  def read_file(%Session{} = session, path) do
+    with {:ok, path} <- fs_path(path), do: fs(session, {:read, path})
+  end
+
+  @doc false
+  def write_file(%Session{} = session, path, content) do
+    content =
+      case iodata_to_binary(content) do
+        {:ok, bin} ->
+          bin
+
+        :error ->
+          raise ArgumentError, "write_file/3 content must be iodata, got: #{inspect(content)}"
+      end
+
+    with {:ok, path} <- fs_path(path), do: fs(session, {:write, path, content})
+  end
+
+  @doc false
+  def list_dir(%Session{} = session, path) do
+    with {:ok, path} <- fs_path(path), do: fs(session, {:list, path})
+  end
+
+  @doc false
+  def mkdir(%Session{} = session, path, opts) do
+    parents = bool_opt!(opts, :parents, "mkdir/3")
+    with {:ok, path} <- fs_path(path), do: fs(session, {:mkdir, path, parents})
+  end
+
+  @doc false
+  def remove(%Session{} = session, path, opts) do
+    recursive = bool_opt!(opts, :recursive, "remove/3")
+    with {:ok, path} <- fs_path(path), do: fs(session, {:remove, path, recursive})
+  end
+
+  @doc false
+  def rename(%Session{} = session, from, to) do
+    with {:ok, from} <- fs_path(from),
+         {:ok, to} <- fs_path(to),
+         do: fs(session, {:rename, from, to})
+  end
+
+  @doc false
+  def stat(%Session{} = session, path) do
+    with {:ok, path} <- fs_path(path),
+         {:ok, {type, size}} <- fs(session, {:stat, path}),
+         do: {:ok, %{type: type, size: size}}
+  end
+
+  defp bool_opt!(opts, key, fun) when is_list(opts) do
+    Enum.each(opts, fn
+      {^key, value} when is_boolean(value) ->
+        :ok
+
+      {^key, value} ->
+        raise ArgumentError,
+              "#{fun} option #{inspect(key)} must be a boolean, got: #{inspect(value)}"
+
+      other ->
+        raise ArgumentError, "unknown #{fun} option: #{inspect(other)}"
+    end)
+
+    Keyword.get(opts, key, false)
+  end
+
+  defp bool_opt!(opts, _key, fun),
+    do: raise(ArgumentError, "#{fun} options must be a keyword list, got: #{inspect(opts)}")
+
+  defp fs(%Session{resource: resource, location: location}, request),
+    do: Backend.fs(resource, location, request)
+
+  # Filesystem API paths: strings (or charlists), rooted at `/`.
+  defp fs_path(path) when is_list(path) do
+    fs_path(List.to_string(path))
+  rescue
+    _ in [ArgumentError, UnicodeConversionError] ->
+      raise ArgumentError, "path must be a string, got: #{inspect(path)}"
+  end
+
+  defp fs_path(path) when is_binary(path) do
+    cond do
+      not String.valid?(path) -> {:error, "#{inspect(path)}: path is not valid UTF-8"}
+      String.contains?(path, <<0>>) -> {:error, "#{inspect(path)}: path contains a NUL byte"}
+      path == "" -> {:error, "empty path"}
+      String.starts_with?(path, "/") -> {:ok, path}
+      true -> {:ok, "/" <> path}
+    end
+  end
+
+  defp fs_path(path), do: raise(ArgumentError, "path must be a string, got: #{inspect(path)}")
+
+  defp iodata_to_binary(data) do
+    {:ok, IO.iodata_to_binary(data)}
+  rescue
+    ArgumentError -> :error
+  end
+end

@@ -81,6 +81,17 @@ defmodule ExBashkit.Session do
     * `:python` - `true` (or `[name: ...]` / `[names: [...]]`) to register a
       sandboxed `python`/`python3` builtin that shares the session filesystem
       (see `ExBashkit.Python` for what it can and cannot do).
+    * `:git` - `true`, or `[author: {name, email}, remotes: [url_pattern]]`, to
+      register bashkit's virtual `git` on the session filesystem (its state is
+      the `.git` directory). The author is the one given, else
+      `sandbox <sandbox@bashkit.local>`, never the host's; each remote pattern
+      must lie within `:allow_net` (and its private-IP rule). See `ExBashkit.Git`.
+    * `:sqlite` - `true` to register `sqlite3` (and `sqlite`), an embedded
+      SQLite engine whose database files live in the session filesystem.
+      See `ExBashkit.Sqlite`.
+    * `:typescript` - `true` to register `ts` (and `typescript`, `node`, `deno`,
+      `bun`), an embedded TypeScript/JavaScript interpreter. See
+      `ExBashkit.TypeScript`.
 
   A malformed option raises `ArgumentError` naming the option.
 
@@ -393,6 +404,9 @@ defmodule ExBashkit.Session do
           | {:max_reply_bytes, pos_integer()}
           | {:virtual_fs, %{optional(Path.t()) => virtual_fs_spec()}}
           | {:python, boolean() | keyword()}
+          | {:git, boolean() | [{:author, {String.t(), String.t()}} | {:remotes, [String.t()]}]}
+          | {:sqlite, boolean()}
+          | {:typescript, boolean()}
 
   @typedoc "An option accepted by `exec/3`."
   @type exec_option ::
@@ -806,8 +820,9 @@ defmodule ExBashkit.Session do
 
   It does not carry configuration: custom `:builtins`, `:virtual_fs` backends,
   host mounts, whether from `:mounts` or `mount/4` (nor the host files under
-  them), `:python`, `:limits` or
-  network settings. To resume, build a session with the same capabilities and
+  them), `:python`, `:git`, `:sqlite`, `:typescript`, `:limits` or
+  network settings (a git repository and SQLite databases are files, so
+  they are in it). To resume, build a session with the same capabilities and
   `restore/3` the bytes into it.
 
   Returns `{:ok, binary}` or `{:error, message}`.
@@ -844,8 +859,8 @@ defmodule ExBashkit.Session do
 
   Restore replaces the session's shell state and in-memory filesystem contents
   while keeping the capabilities `session` was built with: its custom
-  `:builtins`, `:python`, `:virtual_fs` backends, host `:mounts` and `:limits`
-  survive. Files the snapshot holds at or below one of this session's mount
+  `:builtins`, `:python`, `:git`, `:sqlite`, `:typescript`, `:virtual_fs`
+  backends, host `:mounts` and `:limits` survive. Files the snapshot holds at or below one of this session's mount
   points (host or `:virtual_fs`) are dropped: the mount would hide them. The
   intended flow is therefore:
 
@@ -854,8 +869,8 @@ defmodule ExBashkit.Session do
       resumed = ExBashkit.Session.new(builtins: same, virtual_fs: same, limits: same)
       {:ok, resumed} = ExBashkit.Session.restore(resumed, bytes)
 
-  A snapshot taken by a session that had builtins (custom or `:python`) this
-  one lacks is refused with an error naming them: scripts restored into it
+  A snapshot taken by a session that had builtins (custom, `:python`,
+  `:git`, `:sqlite` or `:typescript`) this one lacks is refused with an error naming them: scripts restored into it
   might call them. Extra builtins on this side are fine.
 
   The whole snapshot is verified and decoded before anything changes, so a

@@ -7,8 +7,12 @@ defmodule ExBashkit.Tool do
     * `definition/0` - the tool's name, description and JSON schema, to send
       to the model (input `{"commands": string, "timeout_ms"?: integer}`,
       bashkit's own tool contract).
+    * `definition/1` - the same, its description naming the extra tools
+      *this* session was granted (`:python`, `:git`, `:sqlite`,
+      `:typescript`).
     * `system_prompt/1` - a short text describing *this* session (user, home,
-      cwd, mounts, network, limits) for the model's system prompt.
+      cwd, mounts, network, granted tools, limits) for the model's system
+      prompt.
     * `call/2` - run one tool call and return a JSON-ready map:
       `%{"stdout" => ..., "stderr" => ..., "exit_code" => ..., "error" => ...}`.
 
@@ -80,10 +84,39 @@ defmodule ExBashkit.Tool do
       "integer"
   """
   @spec definition() :: %{name: String.t(), description: String.t(), input_schema: map()}
-  def definition do
+  def definition, do: definition_with(@description)
+
+  @doc """
+  The tool definition for `session`: `definition/0`'s, with a description
+  that also names the tools the session was granted (`:python`, `:git`,
+  `:sqlite`, `:typescript`), so the model knows it may call them. Waits for
+  a running exec, like `ExBashkit.Session.state/1`.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new(sqlite: true)
+      iex> ExBashkit.Tool.definition(session).description =~ "sqlite3"
+      true
+      iex> ExBashkit.Tool.definition(ExBashkit.Session.new()).description ==
+      ...>   ExBashkit.Tool.definition().description
+      true
+  """
+  @spec definition(Session.t()) :: %{
+          name: String.t(),
+          description: String.t(),
+          input_schema: map()
+        }
+  def definition(session) do
+    case tools_text(Session.Mounts.describe(session).tools) do
+      nil -> definition()
+      text -> definition_with(@description <> " Also available here: " <> text <> ".")
+    end
+  end
+
+  defp definition_with(description) do
     %{
       name: "bash",
-      description: @description,
+      description: description,
       input_schema: %{
         "type" => "object",
         "properties" => %{
@@ -106,7 +139,8 @@ defmodule ExBashkit.Tool do
   @doc """
   A short description of `session` for the model's system prompt: user,
   home, current directory, host mounts (sandbox paths and modes, never the
-  host paths), network access and limits. Waits for a running exec, like
+  host paths), network access, the tools it was granted (`:python`, `:git`,
+  `:sqlite`, `:typescript`) and limits. Waits for a running exec, like
   `ExBashkit.Session.state/1`.
 
   ## Examples
@@ -116,6 +150,8 @@ defmodule ExBashkit.Tool do
       iex> prompt =~ "Working directory: /work"
       true
       iex> prompt =~ "Network: none"
+      true
+      iex> ExBashkit.Tool.system_prompt(ExBashkit.Session.new(git: true)) =~ "git (virtual"
       true
   """
   @spec system_prompt(Session.t()) :: String.t()
@@ -131,6 +167,7 @@ defmodule ExBashkit.Tool do
       "Working directory: #{state.cwd}. Shell state and files persist between calls.",
       mounts_line(info),
       network_line(info.allow_net),
+      tools_line(info.tools),
       limits_line(info.limits),
       "Output is cut to #{@max_lines} lines and 50 KB per stream."
     ]
@@ -160,6 +197,41 @@ defmodule ExBashkit.Tool do
 
   defp network_line(patterns),
     do: "Network: only URLs under #{Enum.join(patterns, ", ")} (curl, wget)."
+
+  defp tools_line(commands) do
+    case tools_text(commands) do
+      nil -> nil
+      text -> "Extra tools: #{text}."
+    end
+  end
+
+  @git_text "git (virtual, on the sandbox filesystem: init, add, commit, status, log, " <>
+              "branch, checkout, show, ls-files, rev-parse, restore, grep; " <>
+              "no network transfers, `git diff` is only a placeholder)"
+  @sqlite_text "sqlite3 (alias sqlite; SQLite database files live in the sandbox filesystem)"
+  @typescript_text "ts (aliases typescript, node, deno, bun: a TypeScript/JavaScript " <>
+                     "interpreter subset, no npm packages, no network)"
+  @tool_commands ["git", "sqlite", "sqlite3", "ts", "typescript", "node", "deno", "bun"]
+
+  # What the granted tools are, in words; `nil` when none. The commands
+  # that are not git's, SQLite's or TypeScript's are Python's names.
+  defp tools_text(commands) do
+    python = Enum.reject(commands, &(&1 in @tool_commands))
+
+    [
+      python != [] &&
+        "#{Enum.join(python, ", ")} (a Python subset interpreter: no third-party packages, " <>
+          "no network)",
+      "git" in commands && @git_text,
+      "sqlite3" in commands && @sqlite_text,
+      "ts" in commands && @typescript_text
+    ]
+    |> Enum.filter(&is_binary/1)
+    |> case do
+      [] -> nil
+      parts -> Enum.join(parts, "; ")
+    end
+  end
 
   defp limits_line(limits) do
     timeout = Map.get(limits, :timeout_ms, @default_session_timeout_ms)

@@ -428,4 +428,20 @@ defmodule ExBashkit.Test.Gen do
         T.boolean(),
         T.oneof([T.list(T.tuple([T.elements([:name, :names]), T.any()])), T.any()])
       )
+
+  defp option_value(key, _) when key in [:sqlite, :typescript],
+    do: valid_or_not(T.boolean(), T.any())
+
+  # A listed remote needs :allow_net to cover it: often it does not, and
+  # new/1 must refuse that with an ArgumentError.
+  defp option_value(:git, _),
+    do:
+      valid_or_not(
+        T.oneof([
+          T.boolean(),
+          const(author: {"Agent", "agent@example.com"}),
+          const(remotes: ["https://git.example.com/org/"])
+        ]),
+        T.oneof([T.list(T.tuple([T.elements([:author, :remotes]), T.any()])), T.any()])
+      )
 end

@@ -13,7 +13,7 @@ defmodule ExBashkit.Session.Options do
   # A malformed option is a programmer error: it raises `ArgumentError` naming
   # the option and what was wrong.
 
-  alias ExBashkit.Session.Ceilings
+  alias ExBashkit.Session.{Ceilings, ToolOptions}
 
   @u64_max 0xFFFF_FFFF_FFFF_FFFF
 
@@ -45,6 +45,9 @@ defmodule ExBashkit.Session.Options do
     :builtin_timeout_ms,
     :virtual_fs,
     :python,
+    :git,
+    :sqlite,
+    :typescript,
     :isolation,
     :max_reply_bytes
   ]
@@ -106,6 +109,9 @@ defmodule ExBashkit.Session.Options do
     }
 
     python_conflict!(native.python, builtins)
+    tools = ToolOptions.parse!(opts)
+    ToolOptions.check_conflicts!(tools, native.python, builtins)
+    native = Map.merge(native, tools)
 
     %{
       native: native,
@@ -163,7 +169,8 @@ defmodule ExBashkit.Session.Options do
   @spec inline?(map()) :: boolean()
   def inline?(native) do
     match?(%{files: [], mounts: [], allowed_mount_paths: nil, cwd: "/"}, native) and
-      native.python == [] and native.virtual_fs == [] and native.builtins == []
+      native.python == [] and native.virtual_fs == [] and native.builtins == [] and
+      native.git == nil and not native.sqlite and not native.typescript
   end
 
   # -- generic shapes ---------------------------------------------------------

@@ -30,6 +30,7 @@ mod search;
 mod session;
 mod snapshot;
 mod strict_commands;
+mod tools;
 mod watchdog;
 
 // Back-calls into Elixir, and their two users.

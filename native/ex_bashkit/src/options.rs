@@ -77,6 +77,10 @@ pub struct SessionConfig {
     pub builtins: Vec<String>,
     pub virtual_fs: Vec<String>,
     pub python: Vec<String>,
+    /// `:git`, `:sqlite`, `:typescript` (see `tools.rs`).
+    pub git: Option<crate::tools::GitGrant>,
+    pub sqlite: bool,
+    pub typescript: bool,
 }
 from_map!(SessionConfig {
     env,
@@ -93,6 +97,9 @@ from_map!(SessionConfig {
     builtins,
     virtual_fs,
     python,
+    git,
+    sqlite,
+    typescript,
 });
 
 impl Default for SessionConfig {
@@ -112,6 +119,9 @@ impl Default for SessionConfig {
             builtins: Vec::new(),
             virtual_fs: Vec::new(),
             python: Vec::new(),
+            git: None,
+            sqlite: false,
+            typescript: false,
         }
     }
 }
@@ -205,8 +215,10 @@ pub fn build_bash(
         builder = builder.before_tool(Box::new(crate::bombs::refuse));
     }
     builder = crate::python::register(builder, config);
+    builder = crate::tools::register(builder, config)?;
     let mut bash = builder.build();
     crate::python::hide_opt_in(&mut bash, config);
+    crate::tools::hide_opt_in(&mut bash, config);
     enable_alias_expansion(&mut bash);
     Ok(bash)
 }

@@ -82,7 +82,7 @@ fn describe(error: &Error) -> String {
         // builtin the source had, or restored scripts could not run.
         Error::SnapshotCapabilityMismatch(delta) => format!(
             "snapshot taken by a session with capabilities this one lacks ({delta}); \
-             restore into a session built with the same :builtins and :python"
+             restore into a session built with the same :builtins, :python, :git, :sqlite and :typescript"
         ),
         other => format!("invalid snapshot: {other}"),
     }

@@ -45,7 +45,8 @@ defmodule ExBashkit.Sandbox do
     * `:mount_mode` - the mode of `mount/3` mounts: `:read_only` (default)
       or `:read_write`.
     * every other option goes to `ExBashkit.Session.new/1` (`:limits`,
-      `:files`, `:env`, `:allow_net`, `:builtins`, `:virtual_fs`, ...). When
+      `:files`, `:env`, `:allow_net`, `:builtins`, `:virtual_fs`, `:python`,
+      `:git`, `:sqlite`, `:typescript`, ...). When
       `:limits` has no `:timeout_ms`, the session's own wall-clock limit is
       lifted to 24 hours so that `exec/3`'s `:timeout` governs.
 

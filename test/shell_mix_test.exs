@@ -125,6 +125,13 @@ defmodule ExBashkit.ShellMixTest do
     assert status != 0
   end
 
+  test "--git, --sqlite and --typescript grant the tools" do
+    script = "git init -q /r && sqlite3 :memory: 'SELECT 2' && ts -c 'console.log(3)'\n"
+    assert {"2\n3\n", _, 0} = mix_shell(script, ["--git", "--sqlite", "--typescript"])
+    {_, _, status} = mix_shell(script)
+    assert status != 0
+  end
+
   test "--allow-net reaches the session's allowlist" do
     script = "curl -s http://127.0.0.1:9/x\n"
     {_, denied, _} = mix_shell(script)

@@ -6,13 +6,17 @@ defmodule Mix.Tasks.ExBashkit.Shell do
   `ExBashkit.Shell` for prompts, meta-commands and the piped mode).
 
       mix ex_bashkit.shell [--file SNAPSHOT] [--mount VFS=HOST[:ro|:rw]]
-                           [--allow-net URL] [--python] [--timeout MS] [--key KEY]
+                           [--allow-net URL] [--python] [--git] [--sqlite]
+                           [--typescript] [--timeout MS] [--key KEY]
 
     * `--file SNAPSHOT` - start from a snapshot file (`%snapshot` writes them).
     * `--mount VFS=HOST[:ro|:rw]` - mount host directory HOST at VFS in the
       sandbox, read-only unless `:rw` (repeatable).
     * `--allow-net URL` - let `curl`/`wget`/`http` reach URL (repeatable).
     * `--python` - register the sandboxed `python`/`python3` builtin.
+    * `--git`, `--sqlite`, `--typescript` - grant the virtual `git`,
+      `sqlite3` and `ts` (`ExBashkit.Git`, `ExBashkit.Sqlite`,
+      `ExBashkit.TypeScript`).
     * `--timeout MS` - per-command timeout (default 30 000; `%timeout`
       changes it).
     * `--key KEY` - key for `--file`, `%snapshot` and `%restore` (default:
@@ -35,6 +39,9 @@ defmodule Mix.Tasks.ExBashkit.Shell do
     mount: :keep,
     allow_net: :keep,
     python: :boolean,
+    git: :boolean,
+    sqlite: :boolean,
+    typescript: :boolean,
     timeout: :integer,
     key: :string
   ]
@@ -80,6 +87,9 @@ defmodule Mix.Tasks.ExBashkit.Shell do
       mounts: opts |> Keyword.get_values(:mount) |> Enum.map(&mount!/1),
       allow_net: Keyword.get_values(opts, :allow_net),
       python: Keyword.get(opts, :python, false),
+      git: Keyword.get(opts, :git, false),
+      sqlite: Keyword.get(opts, :sqlite, false),
+      typescript: Keyword.get(opts, :typescript, false),
       # The shell's own per-command timeout governs (`--timeout`, `%timeout`).
       limits: [timeout_ms: 7 * 24 * 3_600_000]
     ]

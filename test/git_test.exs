@@ -197,9 +197,12 @@ defmodule ExBashkit.GitTest do
               block_private_ips: false
             )
           ] do
-        assert %Result{exit_code: 128, stderr: stderr} = run!(s, "git clone #{url} /work/p")
-        assert stderr =~ url
-        assert {:error, _} = Session.read_file(s, "/work/p/README.md")
+        for url <- [url, String.replace(url, "http:", "https:")] do
+          assert %Result{exit_code: 128, stderr: stderr} = run!(s, "git clone #{url} /work/p")
+          # "no remote URLs are allowed", "not in allowlist", "only HTTPS URLs are allowed"
+          assert stderr =~ "allow"
+          assert {:error, _} = Session.read_file(s, "/work/p/README.md")
+        end
       end
 
       refute_received {:git_http_request, _, _, _}

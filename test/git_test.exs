@@ -157,7 +157,9 @@ defmodule ExBashkit.GitTest do
 
   describe "remotes" do
     setup do
-      root = GitHttp.bare_repo!("project", %{"README.md" => "# Project\n", "src/main.ts" => "1\n"})
+      root =
+        GitHttp.bare_repo!("project", %{"README.md" => "# Project\n", "src/main.ts" => "1\n"})
+
       server = GitHttp.start!(root)
       %{server: server, url: "#{server.url}/project.git"}
     end

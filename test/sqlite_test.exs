@@ -38,6 +38,7 @@ defmodule ExBashkit.SqliteTest do
 
     ok!(s, "sqlite3 app.db \"UPDATE users SET age = age + 1 WHERE name = 'linus'\"")
     assert ok!(s, "sqlite app.db 'SELECT age FROM users WHERE id = 2'").stdout == "29\n"
+
     assert ok!(s, "sqlite3 -csv -header app.db 'SELECT count(*) AS n FROM users'").stdout ==
              "n\n3\n"
   end
@@ -78,7 +79,9 @@ defmodule ExBashkit.SqliteTest do
     assert %Result{exit_code: 127, stderr: stderr} = run!(s, "sqlite3 :memory: 'SELECT 1'")
     assert stderr =~ "command not found"
     assert run!(s, "export #{@opt_in}=1; sqlite :memory: 'SELECT 1'").exit_code == 127
-    assert run!(Session.new(env: [{@opt_in, "1"}]), "sqlite3 :memory: 'SELECT 1'").exit_code == 127
+
+    assert run!(Session.new(env: [{@opt_in, "1"}]), "sqlite3 :memory: 'SELECT 1'").exit_code ==
+             127
   end
 
   test "the opt-in variable bashkit needs is invisible to scripts" do
@@ -100,7 +103,9 @@ defmodule ExBashkit.SqliteTest do
   @tag timeout: 20_000
   test "a runaway query ends with the session's timeout and the session stays usable" do
     s = Session.new(sqlite: true, limits: [timeout_ms: 1_000])
-    runaway = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+
+    runaway =
+      "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
 
     case Session.exec(s, "sqlite3 :memory: '#{runaway}'") do
       {:ok, %Result{exit_code: code, stderr: stderr}} ->
@@ -116,7 +121,9 @@ defmodule ExBashkit.SqliteTest do
 
   test "output is bounded by the session's stdout cap" do
     s = Session.new(sqlite: true, limits: [max_stdout_bytes: 1_000])
-    rows = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100000) SELECT x FROM c"
+
+    rows =
+      "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100000) SELECT x FROM c"
 
     case Session.exec(s, "sqlite3 :memory: '#{rows}'") do
       {:ok, %Result{stdout: stdout}} -> assert byte_size(stdout) <= 1_000

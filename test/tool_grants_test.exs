@@ -19,7 +19,8 @@ defmodule ExBashkit.ToolGrantsTest do
       for {opts, present, absent} <- [
             {[git: true], ["git (virtual"], ["sqlite3", "ts (aliases"]},
             {[sqlite: true], ["sqlite3"], ["git (", "ts (aliases"]},
-            {[typescript: true], ["ts (aliases typescript, node, deno, bun"], ["git (", "sqlite3"]},
+            {[typescript: true], ["ts (aliases typescript, node, deno, bun"],
+             ["git (", "sqlite3"]},
             {[python: true] ++ @all, ["python, python3 (", "git (", "sqlite3", "ts ("], []}
           ] do
         session = Session.new(opts)

@@ -32,8 +32,10 @@ defmodule ExBashkit.TypeScriptTest do
       """)
 
     assert ok!(s, "ts main.ts").stdout == "tea: 3\ncake: 5\ntotal=8\n"
+
     assert ok!(s, "node -e 'console.log([1, 2, 3].map(x => x * 2).join(\",\"))'").stdout ==
              "2,4,6\n"
+
     assert ok!(s, "echo 'console.log(6 * 7)' | typescript").stdout == "42\n"
   end
 

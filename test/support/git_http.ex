@@ -22,8 +22,12 @@ defmodule ExBashkit.Test.GitHttp do
     ExBashkit.Test.HostDir.populate!(work, files)
     git!(work, ["init", "-q", "-b", "main"])
     git!(work, ["add", "."])
-    git!(work, ["-c", "user.name=Origin", "-c", "user.email=origin@example.com"] ++
-      ["commit", "-q", "-m", "initial"])
+
+    git!(
+      work,
+      ["-c", "user.name=Origin", "-c", "user.email=origin@example.com"] ++
+        ["commit", "-q", "-m", "initial"]
+    )
 
     git!(root, ["clone", "-q", "--bare", work, "#{name}.git"])
     File.rm_rf!(work)
@@ -44,7 +48,8 @@ defmodule ExBashkit.Test.GitHttp do
     pid = ExUnit.Callbacks.start_supervised!({__MODULE__, opts}, id: make_ref())
 
     receive do
-      {:git_http_listening, ^pid, port} -> %{pid: pid, port: port, url: "http://127.0.0.1:#{port}"}
+      {:git_http_listening, ^pid, port} ->
+        %{pid: pid, port: port, url: "http://127.0.0.1:#{port}"}
     after
       5_000 -> raise "git HTTP server did not start"
     end

@@ -133,7 +133,8 @@ defmodule ExBashkit.Session.ToolOptions do
   defp remotes!(patterns) when is_list(patterns), do: Enum.map(patterns, &remote!/1)
 
   defp remotes!(other),
-    do: raise(ArgumentError, ":git remotes must be a list of URL patterns, got: #{inspect(other)}")
+    do:
+      raise(ArgumentError, ":git remotes must be a list of URL patterns, got: #{inspect(other)}")
 
   # The shape `:allow_net` patterns have: http(s), a host, no credentials,
   # query or fragment.

@@ -101,11 +101,9 @@ fn git_config(grant: &GitGrant, config: &SessionConfig) -> Result<GitConfig, Str
 
 fn sqlite_limits(config: &SessionConfig) -> SqliteLimits {
     let limits = &config.limits;
-    let duration = limits
-        .timeout_ms
-        .map_or(SQLITE_MAX_DURATION, |ms| {
-            SQLITE_MAX_DURATION.min(Duration::from_millis(ms))
-        });
+    let duration = limits.timeout_ms.map_or(SQLITE_MAX_DURATION, |ms| {
+        SQLITE_MAX_DURATION.min(Duration::from_millis(ms))
+    });
     let mut out = SqliteLimits::default().max_duration(duration);
     if let Some(bytes) = limits.max_stdout_bytes {
         let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);

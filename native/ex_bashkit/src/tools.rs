@@ -107,7 +107,8 @@ fn sqlite_limits(config: &SessionConfig) -> SqliteLimits {
     let mut out = SqliteLimits::default().max_duration(duration);
     if let Some(bytes) = limits.max_stdout_bytes {
         let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
-        out = out.max_output_bytes(out.max_output_bytes.min(bytes));
+        let cap = out.max_output_bytes.min(bytes);
+        out = out.max_output_bytes(cap);
     }
     out
 }

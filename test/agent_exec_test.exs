@@ -2,27 +2,14 @@ defmodule ExBashkit.AgentExecTest do
   # What agent frameworks need beyond plain exec: streaming, cancellation,
   # per-call timeouts, stdin, file changes, caps, cumulative limits, state,
   # reset.
-  use ExUnit.Case, async: true
+  use ExBashkit.Test.Case, async: true
 
   alias ExBashkit.{Result, Session}
-
-  defp run!(session, script, opts \\ []) do
-    {:ok, %Result{} = result} = Session.exec(session, script, opts)
-    result
-  end
 
   defp wait_until_started(session) do
     unless match?({:ok, _}, Session.stat(session, "/started")) do
       Process.sleep(1)
       wait_until_started(session)
-    end
-  end
-
-  # Poll until `session` has a running exec (a condition, not a guess).
-  defp wait_until_running(session) do
-    unless inspect(session) =~ "status: :running" do
-      Process.sleep(1)
-      wait_until_running(session)
     end
   end
 

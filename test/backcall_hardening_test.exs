@@ -2,14 +2,9 @@ defmodule ExBashkit.BackcallHardeningTest do
   # What a builtin or a virtual_fs backend returns cannot hurt the node
   # (issue 19): malformed listings, reply caps, handlers stopped with their
   # script, exit codes, option validation.
-  use ExUnit.Case, async: true
+  use ExBashkit.Test.Case, async: true
 
   alias ExBashkit.{Result, Session}
-
-  defp run!(session, script) do
-    {:ok, %Result{} = result} = Session.exec(session, script)
-    result
-  end
 
   defp failed!(session, script) do
     assert %Result{exit_code: code, stderr: stderr} = run!(session, script)

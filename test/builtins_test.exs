@@ -1,12 +1,7 @@
 defmodule ExBashkit.BuiltinsTest do
-  use ExUnit.Case, async: true
+  use ExBashkit.Test.Case, async: true
 
   alias ExBashkit.{Result, Session}
-
-  defp run!(session, script) do
-    {:ok, %Result{} = result} = Session.exec(session, script)
-    result
-  end
 
   defp echo_call(call) do
     {:ok,

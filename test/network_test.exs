@@ -5,15 +5,10 @@ defmodule ExBashkit.NetworkTest do
   # request it receives to the test process, and the reply to the script is
   # sent after that report, so once `exec/2` has returned, a request that was
   # made is already in the mailbox.
-  use ExUnit.Case, async: true
+  use ExBashkit.Test.Case, async: true
 
   alias ExBashkit.Session
   alias ExBashkit.Test.HttpServer
-
-  defp run(session, script) do
-    {:ok, result} = Session.exec(session, script)
-    result
-  end
 
   defp assert_refused(result, pattern) do
     assert result.exit_code != 0, "expected a failure, got: #{inspect(result)}"
@@ -36,7 +31,7 @@ defmodule ExBashkit.NetworkTest do
             "wget -q -O - #{server.url}/x",
             "http GET #{server.url}/x"
           ] do
-        result = run(session, script)
+        result = run!(session, script)
         assert_refused(result, ~r/access denied: no URLs are allowed/)
       end
 
@@ -46,12 +41,12 @@ defmodule ExBashkit.NetworkTest do
     test "there is no other way out: /dev/tcp is not a socket", %{server: server} do
       session = Session.new(allow_net: :all, block_private_ips: false)
       tcp = "/dev/tcp/127.0.0.1/#{server.port}"
-      run(session, "printf 'GET /tcp HTTP/1.0\\r\\n\\r\\n' > #{tcp}; cat < #{tcp}")
-      assert HttpServer.connections_before(server) == 0
+      run!(session, "printf 'GET /tcp HTTP/1.0\\r\\n\\r\\n' > #{tcp}; cat < #{tcp}")
+      assert HttpServer.connections(server) == 0
     end
 
     test "an empty list is no network either", %{server: server} do
-      result = run(Session.new(allow_net: []), "curl -s #{server.url}/x")
+      result = run!(Session.new(allow_net: []), "curl -s #{server.url}/x")
       assert_refused(result, ~r/access denied/)
       refute_request(server)
     end
@@ -60,7 +55,7 @@ defmodule ExBashkit.NetworkTest do
   describe "allowlisted loopback" do
     test "is still refused while private IPs are blocked (the default)", %{server: server} do
       session = Session.new(allow_net: [server.url])
-      result = run(session, "curl -s #{server.url}/x")
+      result = run!(session, "curl -s #{server.url}/x")
       assert_refused(result, ~r/private\/reserved IP 127.0.0.1 blocked \(SSRF protection\)/)
       refute_request(server)
     end
@@ -68,15 +63,15 @@ defmodule ExBashkit.NetworkTest do
     test "is served with block_private_ips: false, by curl, wget and http", %{server: server} do
       session = Session.new(allow_net: [server.url], block_private_ips: false)
 
-      assert %{exit_code: 0, stdout: "served /a"} = run(session, "curl -s #{server.url}/a")
+      assert %{exit_code: 0, stdout: "served /a"} = run!(session, "curl -s #{server.url}/a")
       assert_received {:http_request, _, "GET", "/a"}
 
-      assert %{exit_code: 0, stdout: "served /b"} = run(session, "wget -q -O - #{server.url}/b")
+      assert %{exit_code: 0, stdout: "served /b"} = run!(session, "wget -q -O - #{server.url}/b")
       assert_received {:http_request, _, "GET", "/b"}
 
-      assert %{exit_code: 0, stdout: "served /c"} = run(session, "http GET #{server.url}/c")
+      assert %{exit_code: 0, stdout: "served /c"} = run!(session, "http GET #{server.url}/c")
       assert_received {:http_request, _, "GET", "/c"}
-      assert HttpServer.connections_before(server) == 3
+      assert HttpServer.connections(server) == 3
     end
   end
 
@@ -85,12 +80,12 @@ defmodule ExBashkit.NetworkTest do
       session = Session.new(allow_net: [server.url <> "/api"], block_private_ips: false)
 
       assert %{exit_code: 0, stdout: "served /api/v1/users"} =
-               run(session, "curl -s #{server.url}/api/v1/users")
+               run!(session, "curl -s #{server.url}/api/v1/users")
 
       assert_received {:http_request, _, "GET", "/api/v1/users"}
 
       for path <- ["/apix", "/other", "/", "/api/../admin"] do
-        result = run(session, "curl -s '#{server.url}#{path}'")
+        result = run!(session, "curl -s '#{server.url}#{path}'")
         assert_refused(result, ~r/URL not in allowlist/)
       end
 
@@ -106,7 +101,7 @@ defmodule ExBashkit.NetworkTest do
             "http://localhost:#{server.port}"
           ] do
         session = Session.new(allow_net: [pattern], block_private_ips: false)
-        result = run(session, "curl -s #{server.url}/x")
+        result = run!(session, "curl -s #{server.url}/x")
         assert_refused(result, ~r/URL not in allowlist/)
       end
 
@@ -115,14 +110,14 @@ defmodule ExBashkit.NetworkTest do
     end
 
     test "allow_net: :all lifts the allowlist but not the private-IP block", %{server: server} do
-      result = run(Session.new(allow_net: :all), "curl -s #{server.url}/x")
+      result = run!(Session.new(allow_net: :all), "curl -s #{server.url}/x")
       assert_refused(result, ~r/SSRF protection/)
       refute_request(server)
 
       open = Session.new(allow_net: :all, block_private_ips: false)
 
       assert %{exit_code: 0, stdout: "served /anything"} =
-               run(open, "curl -s #{server.url}/anything")
+               run!(open, "curl -s #{server.url}/anything")
 
       assert_received {:http_request, _, "GET", "/anything"}
     end
@@ -144,7 +139,7 @@ defmodule ExBashkit.NetworkTest do
       session = Session.new(allow_net: [bouncer.url], block_private_ips: false)
       to = URI.encode_www_form(target.url <> "/secret")
 
-      result = run(session, "curl -s -w '%{http_code}' #{bouncer.url}/go/#{to}")
+      result = run!(session, "curl -s -w '%{http_code}' #{bouncer.url}/go/#{to}")
       assert %{exit_code: 0, stdout: "moved302"} = result
       assert_received {:http_request, _, "GET", "/go/" <> _}
       refute_request(target)
@@ -154,7 +149,7 @@ defmodule ExBashkit.NetworkTest do
       session = Session.new(allow_net: [bouncer.url], block_private_ips: false)
       to = URI.encode_www_form(target.url <> "/secret")
 
-      result = run(session, "curl -s -L #{bouncer.url}/go/#{to}")
+      result = run!(session, "curl -s -L #{bouncer.url}/go/#{to}")
       assert_refused(result, ~r/URL not in allowlist/)
       refute_request(target)
     end
@@ -164,7 +159,7 @@ defmodule ExBashkit.NetworkTest do
       to = URI.encode_www_form(target.url <> "/fine")
 
       assert %{exit_code: 0, stdout: "served /fine"} =
-               run(session, "curl -s -L #{bouncer.url}/go/#{to}")
+               run!(session, "curl -s -L #{bouncer.url}/go/#{to}")
 
       assert_received {:http_request, _, "GET", "/fine"}
     end
@@ -179,7 +174,7 @@ defmodule ExBashkit.NetworkTest do
       port = server.port
 
       for host <- ["2130706433", "0x7f000001", "0177.0.0.1", "127.1", "localhost", "0.0.0.0"] do
-        result = run(session, "curl -s http://#{host}:#{port}/x")
+        result = run!(session, "curl -s http://#{host}:#{port}/x")
         assert_refused(result, ~r/SSRF protection/)
       end
 
@@ -196,14 +191,14 @@ defmodule ExBashkit.NetworkTest do
             "http://[::ffff:7f00:1]:#{v6.port}",
             "http://[0:0:0:0:0:0:0:1]:#{v6.port}"
           ] do
-        result = run(session, "curl -s '#{url}/x'")
+        result = run!(session, "curl -s '#{url}/x'")
         assert_refused(result, ~r/SSRF protection/)
       end
 
       refute_request(v6)
 
       open = Session.new(allow_net: [v6.url], block_private_ips: false)
-      assert %{exit_code: 0, stdout: "served /six"} = run(open, "curl -s '#{v6.url}/six'")
+      assert %{exit_code: 0, stdout: "served /six"} = run!(open, "curl -s '#{v6.url}/six'")
       assert_received {:http_request, _, "GET", "/six"}
     end
 
@@ -215,7 +210,7 @@ defmodule ExBashkit.NetworkTest do
       session = Session.new(allow_net: [server.url], block_private_ips: false)
 
       assert %{exit_code: 0, stdout: "served /d"} =
-               run(session, "curl -s http://2130706433:#{server.port}/d")
+               run!(session, "curl -s http://2130706433:#{server.port}/d")
 
       assert_received {:http_request, _, "GET", "/d"}
     end

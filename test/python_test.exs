@@ -1,15 +1,10 @@
 defmodule ExBashkit.PythonTest do
-  use ExUnit.Case, async: true
+  use ExBashkit.Test.Case, async: true
   doctest ExBashkit.Python
 
   alias ExBashkit.{Result, Session}
 
   @opt_in "BASHKIT_ALLOW_INPROCESS_PYTHON"
-
-  defp run!(session, script, opts \\ []) do
-    assert {:ok, %Result{} = result} = Session.exec(session, script, opts)
-    result
-  end
 
   # Runs `code` as a python file and returns the result.
   defp py!(session, code) do

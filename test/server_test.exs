@@ -1,19 +1,11 @@
 defmodule ExBashkit.ServerTest do
-  use ExUnit.Case, async: true
+  use ExBashkit.Test.Case, async: true
 
   alias ExBashkit.{Result, Server}
-  import ExBashkit.Test.Cluster, only: [eventually: 1]
 
   doctest ExBashkit.Server
 
-  # Leaves state of every kind a checkpoint must carry.
-  @stateful """
-  export COLOR=blue
-  mkdir -p /work && cd /work
-  echo kept > /work/data.txt
-  greet() { echo "hello $1"; }
-  alias ll='ls -1'
-  """
+  @stateful stateful_script()
   @probe ~S[echo "$COLOR|$(pwd)|$(cat /work/data.txt 2>/dev/null)|$(greet x 2>/dev/null)"]
 
   # A builtin that tells the test it started, then waits to be released.

@@ -1,12 +1,7 @@
 defmodule ExBashkit.SessionOptionsTest do
-  use ExUnit.Case, async: true
+  use ExBashkit.Test.Case, async: true
 
   alias ExBashkit.{Result, Session}
-
-  defp out(session, script) do
-    {:ok, %Result{stdout: stdout}} = Session.exec(session, script)
-    stdout
-  end
 
   describe ":env" do
     test "map or keyword list; keys and values stringified" do

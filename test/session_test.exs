@@ -1,13 +1,8 @@
 defmodule ExBashkit.SessionTest do
-  use ExUnit.Case, async: true
+  use ExBashkit.Test.Case, async: true
   doctest ExBashkit.Session
 
   alias ExBashkit.{Result, Session}
-
-  defp run!(session, script) do
-    {:ok, %Result{} = result} = Session.exec(session, script)
-    result
-  end
 
   describe "state persists across exec/2" do
     test "env, shell variables, cwd, files, functions and aliases" do
@@ -190,14 +185,5 @@ defmodule ExBashkit.SessionTest do
   test "inspect shows id, status and cwd, not the raw reference" do
     s = Session.new(cwd: "/work")
     assert inspect(s) =~ ~r/^#ExBashkit.Session<id: \d+, status: :idle, cwd: "\/work">$/
-  end
-
-  defp wait_until_running(session) do
-    if inspect(session) =~ "status: :running" do
-      :ok
-    else
-      Process.sleep(1)
-      wait_until_running(session)
-    end
   end
 end

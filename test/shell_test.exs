@@ -1,7 +1,7 @@
 defmodule ExBashkit.ShellTest do
   # In-process: the shell reads from and writes to a captured group leader.
   # Not async: stderr is captured through the global :standard_error.
-  use ExUnit.Case, async: false
+  use ExBashkit.Test.Case, async: false
 
   import ExUnit.CaptureIO
 
@@ -32,17 +32,6 @@ defmodule ExBashkit.ShellTest do
 
   defp piped(target, input, opts \\ []), do: shell(target, input, [terminal: false] ++ opts)
   defp tty(target, input, opts \\ []), do: shell(target, input, [terminal: true] ++ opts)
-
-  defp tmp_file(name) do
-    path =
-      Path.join(
-        System.tmp_dir!(),
-        "ex_bashkit_shell_#{System.unique_integer([:positive])}_#{name}"
-      )
-
-    on_exit(fn -> File.rm(path) end)
-    path
-  end
 
   describe "the parser's answer (Reader.status/1)" do
     test "complete, incomplete and invalid input" do
@@ -257,7 +246,7 @@ defmodule ExBashkit.ShellTest do
     end
 
     test "%snapshot and %restore round-trip through a host file, keyed" do
-      file = tmp_file("snap.bin")
+      file = tmp_path("snap.bin")
       session = Session.new()
 
       {_, err, _} =
@@ -280,7 +269,7 @@ defmodule ExBashkit.ShellTest do
     end
 
     test "%restore uses EX_BASHKIT_SNAPSHOT_KEY when no key is given" do
-      file = tmp_file("envkey.bin")
+      file = tmp_path("envkey.bin")
       System.put_env("EX_BASHKIT_SNAPSHOT_KEY", "from-env")
       on_exit(fn -> System.delete_env("EX_BASHKIT_SNAPSHOT_KEY") end)
 

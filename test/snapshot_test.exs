@@ -1,5 +1,5 @@
 defmodule ExBashkit.SnapshotTest do
-  use ExUnit.Case, async: true
+  use ExBashkit.Test.Case, async: true
 
   alias ExBashkit.{Result, Session}
   alias ExBashkit.Test.{MapFs, PeerNode}
@@ -42,11 +42,6 @@ defmodule ExBashkit.SnapshotTest do
     else echo "$f $(stat -c %a "$f") $(od -An -tx1 "$f" | tr -d ' \n')"; fi
   done
   """
-
-  defp run!(session, script) do
-    assert {:ok, %Result{} = result} = Session.exec(session, script)
-    result
-  end
 
   defp dump(session), do: run!(session, @dump).stdout
 
@@ -660,15 +655,6 @@ defmodule ExBashkit.SnapshotTest do
 
       assert {:error, message} = wrong
       assert message =~ "HMAC mismatch"
-    end
-  end
-
-  defp wait_until_running(session) do
-    if inspect(session) =~ "status: :running" do
-      :ok
-    else
-      Process.sleep(1)
-      wait_until_running(session)
     end
   end
 end

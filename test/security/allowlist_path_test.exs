@@ -5,13 +5,13 @@ defmodule ExBashkit.Security.AllowlistPathTest do
   use ExUnit.Case, async: true
 
   alias ExBashkit.{Result, Session}
-  alias ExBashkit.Test.LoopbackHttp
+  alias ExBashkit.Test.HttpServer
 
   @secret "SECRET-OUTSIDE-THE-PREFIX"
 
   setup do
-    {:ok, server} =
-      LoopbackHttp.start(
+    server =
+      HttpServer.start!(
         routes: %{
           "/allowed/ok" => {200, [], "public"},
           "/allowed/hop" => {302, [{"location", "/allowed/..%2fsecret.txt"}], "moved"},
@@ -20,14 +20,13 @@ defmodule ExBashkit.Security.AllowlistPathTest do
         }
       )
 
-    on_exit(fn -> Process.exit(server, :kill) end)
-    base = "http://127.0.0.1:#{LoopbackHttp.port(server)}"
+    base = "http://127.0.0.1:#{server.port}"
     session = Session.new(allow_net: [base <> "/allowed"], block_private_ips: false)
     %{server: server, base: base, session: session}
   end
 
   defp escaping_requests(server),
-    do: Enum.reject(LoopbackHttp.requests(server), &(&1 =~ ~r{^GET /allowed/(ok|hop2?) }))
+    do: Enum.reject(HttpServer.requests(server), &(&1 =~ ~r{^GET /allowed/(ok|hop2?) }))
 
   test "positive control: the prefix itself is reachable", ctx do
     assert {:ok, %Result{stdout: "public", exit_code: 0}} =
@@ -75,6 +74,6 @@ defmodule ExBashkit.Security.AllowlistPathTest do
       end
     end
 
-    assert LoopbackHttp.requests(ctx.server) == []
+    assert HttpServer.requests(ctx.server) == []
   end
 end

@@ -41,9 +41,11 @@ defmodule ExBashkit do
   def exec(script) do
     script = Session.Exec.script!(script, "ExBashkit.exec/1")
     isolation = Session.Options.default_isolation()
+    # A default session's configuration: the defaults live in Elixir only.
+    config = Session.Options.parse!([]).native
 
     with :ok <- Session.Exec.check_script(script),
-         {:ok, ref} <- Backend.exec_once(script, isolation, %{}) do
+         {:ok, ref} <- Backend.exec_once(config, script, isolation, %{}) do
       Callbacks.await(ref, Callbacks.no_callbacks())
     end
   end

@@ -73,19 +73,24 @@ defmodule ExBashkit.Backend do
   end
 
   @doc false
-  @spec exec_once(String.t(), :in_node | :process, map()) ::
+  # `config` is a default session's native configuration (the core has no
+  # defaults of its own).
+  @spec exec_once(map(), String.t(), :in_node | :process, map()) ::
           {:ok, reference()} | {:error, String.t()}
-  def exec_once(script, :in_node, _meta) do
+  def exec_once(config, script, :in_node, _meta) do
     ref = make_ref()
-    :ok = Native.exec_once(script, self(), ref)
-    {:ok, ref}
+
+    case Native.exec_once(config, script, self(), ref) do
+      {:ok, :ok} -> {:ok, ref}
+      {:error, message} -> {:error, message}
+    end
   end
 
-  def exec_once(script, :process, meta) do
+  def exec_once(config, script, :process, meta) do
     with {:ok, name} <- WorkerPool.pick(),
          {:ok, worker} <- whereis(name) do
       ref = Process.monitor(worker)
-      Worker.request(worker, ref, {:exec_once, script}, meta)
+      Worker.request(worker, ref, {:exec_once, config, script}, meta)
       {:ok, ref}
     end
   end

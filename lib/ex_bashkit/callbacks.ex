@@ -50,7 +50,7 @@ defmodule ExBashkit.Callbacks do
 
   alias ExBashkit.{Backend, Result}
   alias ExBashkit.Callbacks.Answer
-  alias ExBashkit.Session.Ceilings
+  alias ExBashkit.Session.Defaults
   alias ExBashkit.VirtualFs.Dispatch
 
   @chain_key :"$ex_bashkit_waiting_sessions"
@@ -80,8 +80,8 @@ defmodule ExBashkit.Callbacks do
       location: :in_node,
       builtins: %{},
       virtual_fs: %{},
-      timeout: 30_000,
-      max_reply_bytes: Ceilings.default_max_reply_bytes()
+      timeout: Defaults.get(:builtin_timeout_ms),
+      max_reply_bytes: Defaults.get(:max_reply_bytes)
     }
   end
 

@@ -4,7 +4,7 @@ defmodule ExBashkit.Native do
   # arguments: every public entry point validates before calling them.
   #
   # Long work (scripts, anything that needs a session's interpreter) never
-  # runs inside a NIF call: `session_exec/5`, `exec_once/3`, `session_state/3`,
+  # runs inside a NIF call: `session_exec/5`, `exec_once/4`, `session_state/3`,
   # `session_reset/3` submit the work to the library's interpreter threads and
   # return at once; the answer arrives as `{:ex_bashkit_reply, ref, outcome}`
   # (see `ExBashkit.Callbacks`).
@@ -28,7 +28,7 @@ defmodule ExBashkit.Native do
   def session_new(_config), do: :erlang.nif_error(:nif_not_loaded)
   def session_new_inline(_config), do: :erlang.nif_error(:nif_not_loaded)
   def session_exec(_session, _script, _opts, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
-  def exec_once(_script, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+  def exec_once(_config, _script, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def session_info(_session), do: :erlang.nif_error(:nif_not_loaded)
   def live_sessions, do: :erlang.nif_error(:nif_not_loaded)
   def running_scripts, do: :erlang.nif_error(:nif_not_loaded)

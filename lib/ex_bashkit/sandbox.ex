@@ -79,6 +79,7 @@ defmodule ExBashkit.Sandbox do
   if Code.ensure_loaded?(Condukt.Sandbox), do: @behaviour(Condukt.Sandbox)
 
   alias ExBashkit.{Search, Session}
+  alias ExBashkit.Session.VfsPath
 
   @default_exec_timeout_ms 120_000
   @default_grep_limit 1_000
@@ -526,7 +527,7 @@ defmodule ExBashkit.Sandbox do
 
   defp base_cwd("/" <> _ = cwd) when is_binary(cwd) do
     if String.valid?(cwd),
-      do: {:ok, Search.normalize(cwd)},
+      do: {:ok, VfsPath.normalize(cwd)},
       else: {:error, ":cwd is not valid UTF-8"}
   end
 
@@ -582,7 +583,7 @@ defmodule ExBashkit.Sandbox do
     cond do
       not String.valid?(path) -> {:error, "path is not valid UTF-8"}
       path == "" -> {:error, "empty path"}
-      true -> {:ok, Search.join(base, path)}
+      true -> {:ok, VfsPath.join(base, path)}
     end
   end
 

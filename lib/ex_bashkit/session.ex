@@ -1,4 +1,7 @@
 defmodule ExBashkit.Session do
+  # Before the moduledoc: the docs quote the defaults from their one declaration.
+  alias ExBashkit.Session.Defaults
+
   @moduledoc """
   A persistent, stateful sandbox.
 
@@ -41,7 +44,8 @@ defmodule ExBashkit.Session do
   max_reply_bytes: bytes` caps what any session may ask for: a session whose
   `limits: [timeout_ms: ...]`, `:builtin_timeout_ms` or `:max_reply_bytes`
   is above its ceiling raises at `new/1`, and the defaults are lowered to
-  the ceilings (a session without `:timeout_ms` gets bashkit's 30 s default,
+  the ceilings (a session without `:timeout_ms` gets bashkit's
+  #{div(Defaults.bashkit_limit(:timeout_ms), 1000)} s default,
   or the ceiling if lower). A ceiling that is not a positive integer (or
   `nil`) makes every `new/1` raise, naming it.
 
@@ -274,8 +278,8 @@ defmodule ExBashkit.Session do
     timeout_ms: nil,
     builtins: %{},
     virtual_fs: %{},
-    callback_timeout_ms: 30_000,
-    max_reply_bytes: 10_000_000
+    callback_timeout_ms: Defaults.get(:builtin_timeout_ms),
+    max_reply_bytes: Defaults.get(:max_reply_bytes)
   ]
 
   @opaque t :: %__MODULE__{

@@ -36,11 +36,10 @@ defmodule ExBashkit.Tool do
   """
 
   alias ExBashkit.Session
+  alias ExBashkit.Session.Defaults
 
   @max_lines 2_000
   @max_bytes 50 * 1024
-  @default_session_timeout_ms 30_000
-  @default_max_commands 10_000
 
   @commands ~w(
     echo printf cat read grep sed awk jq head tail sort uniq cut tr wc nl paste column comm diff
@@ -162,8 +161,8 @@ defmodule ExBashkit.Tool do
     do: "Network: only URLs under #{Enum.join(patterns, ", ")} (curl, wget)."
 
   defp limits_line(limits) do
-    timeout = Map.get(limits, :timeout_ms, @default_session_timeout_ms)
-    commands = Map.get(limits, :max_commands, @default_max_commands)
+    timeout = Map.get(limits, :timeout_ms, Defaults.bashkit_limit(:timeout_ms))
+    commands = Map.get(limits, :max_commands, Defaults.bashkit_limit(:max_commands))
 
     "Limits per call: #{commands} commands, #{format_ms(timeout)}" <>
       if(Map.has_key?(limits, :max_total_commands),
@@ -238,7 +237,11 @@ defmodule ExBashkit.Tool do
   # the session's :timeout_ms limit (the core's messages are not an API).
   defp deadline(session, timeout) do
     session_timeout =
-      Map.get(Session.Mounts.describe(session).limits, :timeout_ms, @default_session_timeout_ms)
+      Map.get(
+        Session.Mounts.describe(session).limits,
+        :timeout_ms,
+        Defaults.bashkit_limit(:timeout_ms)
+      )
 
     if timeout, do: min(timeout, session_timeout), else: session_timeout
   end

@@ -25,7 +25,7 @@ defmodule ExBashkit.Session.Mounts do
   @doc false
   @spec unmount(ExBashkit.Session.t(), Path.t()) :: :ok | {:error, String.t()}
   def unmount(%ExBashkit.Session{resource: resource, location: location}, vfs_path) do
-    # Normalized as `:mounts` normalizes it, so "/data/" names "/data".
+    # Checked as `:mounts` checks a mount point: written in normal form.
     [%{vfs_path: vfs}] = Options.parse!(mounts: [{vfs_path, "/", :read_only}]).native.mounts
 
     with :ok <- not_reentrant(resource),

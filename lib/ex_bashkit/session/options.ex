@@ -13,9 +13,7 @@ defmodule ExBashkit.Session.Options do
   # A malformed option is a programmer error: it raises `ArgumentError` naming
   # the option and what was wrong.
 
-  alias ExBashkit.Session.Ceilings
-
-  @u64_max 0xFFFF_FFFF_FFFF_FFFF
+  alias ExBashkit.Session.{Ceilings, Defaults, VfsPath}
 
   # bashkit 0.20 caps function depth at 16 whatever it is told.
   @max_function_depth 16
@@ -24,18 +22,20 @@ defmodule ExBashkit.Session.Options do
   # own when nil is sent) and doc. The key list, the validation and the docs
   # list in `ExBashkit.Session` are derived from it.
   @limits [
-    max_commands: {"10,000", "total commands one script may run (fuel). Assignments count too."},
-    max_loop_iterations: {"10,000", "iterations of any single loop."},
+    max_commands:
+      {Defaults.doc(Defaults.bashkit_limit(:max_commands)),
+       "total commands one script may run (fuel). Assignments count too."},
+    max_loop_iterations: {"10_000", "iterations of any single loop."},
     max_total_loop_iterations:
-      {"1,000,000",
+      {"1_000_000",
        "iterations across all loops, defeating the nested-loop multiplication trick."},
     max_function_depth:
       {"16",
        "recursion depth; 16 is also the ceiling (bashkit 0.20 caps it there), " <>
          "above it `new/1` raises."},
-    max_input_bytes: {"10,000,000", "maximum script size in bytes."},
+    max_input_bytes: {"10_000_000", "maximum script size in bytes."},
     timeout_ms:
-      {"30,000",
+      {Defaults.doc(Defaults.bashkit_limit(:timeout_ms)),
        "wall-clock execution timeout in milliseconds (must be >= 1). It holds even for a " <>
          "script that never yields."},
     max_stdout_bytes:
@@ -156,7 +156,8 @@ defmodule ExBashkit.Session.Options do
         key: :builtin_timeout_ms,
         type: "positive integer",
         default: :ceiling,
-        default_doc: "30_000, or the node-wide ceiling if lower",
+        default_doc:
+          "#{Defaults.doc(Defaults.get(:builtin_timeout_ms))}, or the node-wide ceiling if lower",
         parse: &Ceilings.builtin_timeout_ms!(&1, &2),
         session: :callback_timeout_ms,
         doc:
@@ -167,7 +168,8 @@ defmodule ExBashkit.Session.Options do
         key: :max_reply_bytes,
         type: "positive integer",
         default: :ceiling,
-        default_doc: "10_000_000, or the node-wide ceiling if lower",
+        default_doc:
+          "#{Defaults.doc(Defaults.get(:max_reply_bytes))}, or the node-wide ceiling if lower",
         parse: &Ceilings.max_reply_bytes!(&1, &2),
         session: :max_reply_bytes,
         doc:
@@ -520,15 +522,7 @@ defmodule ExBashkit.Session.Options do
       raise ArgumentError, ":cwd must not contain .. segments, got: #{inspect(cwd)}"
     end
 
-    normalize_vfs(cwd)
-  end
-
-  # "/a/./b//c/" -> "/a/b/c", lexically (`..` is refused by the caller).
-  defp normalize_vfs(path) do
-    path
-    |> String.split("/", trim: true)
-    |> Enum.reject(&(&1 == "."))
-    |> then(&("/" <> Enum.join(&1, "/")))
+    VfsPath.normalize(cwd)
   end
 
   defp files!(files) do
@@ -589,7 +583,7 @@ defmodule ExBashkit.Session.Options do
     # Past the platform maximum means "unlimited": clamp to u64.
     Map.new(@limit_keys, fn key ->
       case List.keyfind(given, key, 0) do
-        {^key, value} -> {key, min(value, @u64_max)}
+        {^key, value} -> {key, Defaults.clamp_u64(value)}
         nil -> {key, nil}
       end
     end)
@@ -659,10 +653,7 @@ defmodule ExBashkit.Session.Options do
   # reach outside what a reviewer read) and let two spellings of one path
   # become two mounts.
   defp normalized_mount_path!(path, what) do
-    segments = path |> String.split("/") |> tl()
-    normal? = path == "/" or Enum.all?(segments, &(&1 not in ["", ".", ".."]))
-
-    unless normal? do
+    unless VfsPath.normal?(path) do
       raise ArgumentError,
             "#{what} must be normalized (no \".\", \"..\", \"//\" or trailing \"/\"), " <>
               "got: #{inspect(path)}"
@@ -723,20 +714,10 @@ defmodule ExBashkit.Session.Options do
         ":allow_net must be a list of URL patterns or :all, got: #{inspect(other)}"
       )
 
-  defp url_pattern!(pattern) do
-    pattern = string!(pattern, ":allow_net pattern")
-
-    case URI.new(pattern) do
-      {:ok, %URI{scheme: scheme, host: host, userinfo: nil, query: nil, fragment: nil}}
-      when scheme in ["http", "https"] and is_binary(host) and host != "" ->
-        pattern
-
-      _ ->
-        raise ArgumentError,
-              ":allow_net pattern #{inspect(pattern)} is not a URL prefix like \"https://api.example.com/v1\" " <>
-                "(scheme http or https, a host, no credentials, query or fragment)"
-    end
-  end
+  # A string here; whether it is a URL prefix is decided by the parser that
+  # enforces it (`native/ex_bashkit/src/net.rs`, `check_pattern`): a second
+  # parser here could only disagree with it. A refusal raises from `new/1`.
+  defp url_pattern!(pattern), do: string!(pattern, ":allow_net pattern")
 
   defp builtins!(builtins) do
     Map.new(pairs!(builtins, :builtins), fn {name, fun} ->

@@ -12,7 +12,7 @@ defmodule ExBashkit.Shell.Context do
     :target,
     :terminal,
     key: nil,
-    timeout_ms: 30_000,
+    timeout_ms: ExBashkit.Session.Defaults.bashkit_limit(:timeout_ms),
     last_exit: 0,
     last_changes: nil,
     user: "user",

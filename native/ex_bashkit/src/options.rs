@@ -1,5 +1,6 @@
 //! Decode the option term that `ExBashkit.Session.Options` produced and turn
-//! it into a configured `bashkit::Bash`.
+//! it into a configured `bashkit::Bash`. Every field arrives filled in: the
+//! defaults are Elixir's (`ExBashkit.Session.Defaults`).
 //!
 //! Elixir validates shape and types (unknown keys, wrong types, negative
 //! counts); this side trusts the shape but not the content: a path or a
@@ -95,13 +96,17 @@ from_map!(SessionConfig {
     python,
 });
 
+/// A minimal configuration for unit tests. The product's defaults are
+/// declared once, in Elixir (`ExBashkit.Session.Defaults`), and always
+/// arrive in the decoded term: this side has none of its own.
+#[cfg(test)]
 impl Default for SessionConfig {
     fn default() -> Self {
         Self {
             env: Vec::new(),
             cwd: "/".into(),
-            username: "sandbox".into(),
-            hostname: "bashkit-sandbox".into(),
+            username: "test-user".into(),
+            hostname: "test-host".into(),
             files: Vec::new(),
             limits: Limits::default(),
             mounts: Vec::new(),

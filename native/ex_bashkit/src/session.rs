@@ -75,8 +75,9 @@ impl Drop for Session {
 
 impl Session {
     /// Build a session from a validated configuration. May touch host
-    /// directories: never call it on a normal scheduler unless
-    /// `options::builds_inline` says the configuration is purely in memory.
+    /// directories: never call it on a normal scheduler unless Elixir's
+    /// `ExBashkit.Session.Options.inline?/1` said the configuration is
+    /// purely in memory (`session_new_inline`).
     pub fn new(config: SessionConfig) -> Result<Arc<Self>, String> {
         let interrupt = Interrupt::new();
         let channel = options::callback_channel(&config, &interrupt);
@@ -314,6 +315,7 @@ pub fn exec(
 /// Run `script` in a fresh default interpreter (`ExBashkit.exec/1`).
 /// `ticket` cancels it (its caller died); `on_end` runs once it is over.
 pub fn exec_once_job(
+    config: SessionConfig,
     script: String,
     ticket: Arc<ExecTicket>,
     reply: ReplyTo,
@@ -325,7 +327,7 @@ pub fn exec_once_job(
         let mut used = None;
         let interrupt = Interrupt::new();
         let outcome = guard::catch_future(async {
-            match options::build_bash(&SessionConfig::default(), None, Some(&interrupt)) {
+            match options::build_bash(&config, None, Some(&interrupt)) {
                 Ok(bash) => {
                     let bash = used.insert(bash);
                     ticket.start(bash.cancellation_token(), Arc::clone(&interrupt));
@@ -633,9 +635,17 @@ impl rustler::Resource for OneShotResource {
     }
 }
 
-/// `ExBashkit.exec/1`: answered by message like `session_exec`.
+/// `ExBashkit.exec/1`: answered by message like `session_exec`. `config`
+/// is what `new/1` with no options decodes to (Elixir declares the defaults).
 #[rustler::nif]
-fn exec_once(env: Env, script: String, pid: LocalPid, reference: Term) -> rustler::Atom {
+fn exec_once(
+    env: Env,
+    config: Term,
+    script: String,
+    pid: LocalPid,
+    reference: Term,
+) -> NifResult<rustler::Atom> {
+    let config = SessionConfig::from_value(&Value::from_term(config)?)?;
     let ticket = ExecTicket::new();
     let tracker = ResourceArc::new(OneShotResource {
         ticket: Arc::clone(&ticket),
@@ -648,8 +658,8 @@ fn exec_once(env: Env, script: String, pid: LocalPid, reference: Term) -> rustle
         }
     });
     let reply = ReplyTo::new(Caller::process(pid, reference));
-    exec_once_job(script, ticket, reply, Some(on_end));
-    rustler::types::atom::ok()
+    exec_once_job(config, script, ticket, reply, Some(on_end));
+    Ok(rustler::types::atom::ok())
 }
 
 #[rustler::nif(name = "live_sessions")]

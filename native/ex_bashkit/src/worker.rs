@@ -11,7 +11,7 @@
 //!
 //! ```text
 //! {:new, id, sid, config}          {:drop, sid}
-//! {:exec, id, sid, script, call}   {:exec_once, id, script}
+//! {:exec, id, sid, script, call}   {:exec_once, id, config, script}
 //! {:cancel, id, sid}               {:cancel_exec, sid, exec_id}
 //! {:cancel_once, id}
 //! {:state, id, sid}                {:reset, id, sid}
@@ -234,12 +234,15 @@ fn dispatch(
         return Ok(());
     }
     if tag == "exec_once" {
+        let config: SessionConfig = arg(items, 2)?;
+        let script: String = arg(items, 3)?;
         let ticket = ExecTicket::new();
         ONE_SHOTS.lock().insert(id, Arc::downgrade(&ticket));
         let on_end = Box::new(move || {
             ONE_SHOTS.lock().remove(&id);
         });
-        session::exec_once_job(arg(items, 2)?, ticket, reply_to(id, frames), Some(on_end));
+        let reply = reply_to(id, frames);
+        session::exec_once_job(config, script, ticket, reply, Some(on_end));
         return Ok(());
     }
     let sid: u64 = arg(items, 2)?;

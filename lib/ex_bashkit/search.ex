@@ -75,7 +75,7 @@ defmodule ExBashkit.Search do
     with {:ok, pattern} <- utf8(pattern, "pattern"),
          {:ok, cwd} <- dir_opt(opts, :cwd) do
       base = cwd || "/"
-      absolute = join(base, pattern)
+      absolute = VfsPath.join(base, pattern)
 
       request = %{
         pattern: absolute,

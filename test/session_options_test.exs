@@ -1,7 +1,7 @@
 defmodule ExBashkit.SessionOptionsTest do
   use ExBashkit.Test.Case, async: true
 
-  alias ExBashkit.{Result, Session}
+  alias ExBashkit.Session
 
   describe ":env" do
     test "map or keyword list; keys and values stringified" do

@@ -29,6 +29,11 @@ defmodule ExBashkit.Session.Defaults do
   @u64_max 0xFFFF_FFFF_FFFF_FFFF
 
   @doc false
+  # The largest count the core stores (its integers are u64).
+  @spec u64_max() :: pos_integer()
+  def u64_max, do: @u64_max
+
+  @doc false
   @spec get(atom()) :: term()
   def get(key), do: Map.fetch!(@defaults, key)
 

@@ -6,8 +6,7 @@ defmodule ExBashkit.Session.Exec do
   # `ExBashkit.Callbacks`, which also serves the script's back-calls.
 
   alias ExBashkit.{Backend, Callbacks, Session}
-
-  @u64_max 0xFFFF_FFFF_FFFF_FFFF
+  alias ExBashkit.Session.Defaults
 
   @doc false
   @spec run(Session.t(), term(), term()) :: {:ok, ExBashkit.Result.t()} | {:error, term()}
@@ -151,7 +150,7 @@ defmodule ExBashkit.Session.Exec do
         end
 
       {:timeout_ms, ms}, {call, fwd} when is_integer(ms) and ms >= 1 ->
-        {%{call | timeout_ms: min(ms, @u64_max)}, fwd}
+        {%{call | timeout_ms: Defaults.clamp_u64(ms)}, fwd}
 
       {:timeout_ms, :infinity}, {call, fwd} ->
         {%{call | timeout_ms: nil}, fwd}

@@ -46,7 +46,9 @@ defmodule ExBashkit.Session.Options do
     :virtual_fs,
     :python,
     :isolation,
-    :max_reply_bytes
+    :max_reply_bytes,
+    :rootfs,
+    :base
   ]
 
   @max_function_depth 16
@@ -102,7 +104,9 @@ defmodule ExBashkit.Session.Options do
         boolean!(Keyword.get(opts, :block_private_ips, true), :block_private_ips),
       builtins: Map.keys(builtins),
       virtual_fs: Map.keys(virtual_fs),
-      python: python!(Keyword.get(opts, :python, false))
+      python: python!(Keyword.get(opts, :python, false)),
+      rootfs: rootfs!(Keyword.get(opts, :rootfs)),
+      base: base!(Keyword.get(opts, :base))
     }
 
     python_conflict!(native.python, builtins)
@@ -162,7 +166,10 @@ defmodule ExBashkit.Session.Options do
   # The one place this is decided.
   @spec inline?(map()) :: boolean()
   def inline?(native) do
-    match?(%{files: [], mounts: [], allowed_mount_paths: nil, cwd: "/"}, native) and
+    match?(
+      %{files: [], mounts: [], allowed_mount_paths: nil, cwd: "/", rootfs: nil, base: nil},
+      native
+    ) and
       native.python == [] and native.virtual_fs == [] and native.builtins == []
   end
 
@@ -329,7 +336,10 @@ defmodule ExBashkit.Session.Options do
     |> then(&("/" <> Enum.join(&1, "/")))
   end
 
-  defp files!(files) do
+  @doc false
+  # `:files` (also `ExBashkit.Image.build/1`'s): `[{path, binary}]`.
+  @spec files!(term()) :: [{String.t(), binary()}]
+  def files!(files) do
     for {path, content} <- pairs!(files, :files) do
       # A keyword list (`files: ["/a.txt": "x"]`) has atom paths.
       path = if is_atom(path) and path != nil, do: Atom.to_string(path), else: path
@@ -347,6 +357,38 @@ defmodule ExBashkit.Session.Options do
       {path, content}
     end
   end
+
+  @doc false
+  # `:rootfs` (also `ExBashkit.Image.build/1`'s): the archive's bytes, read
+  # here when given as `{:file, path}`. Its content is checked natively.
+  @spec rootfs!(term()) :: binary() | nil
+  def rootfs!(nil), do: nil
+  def rootfs!(tar) when is_binary(tar), do: tar
+
+  def rootfs!({:file, path}) when is_binary(path) do
+    case File.read(path) do
+      {:ok, tar} ->
+        tar
+
+      {:error, reason} ->
+        raise ArgumentError, ":rootfs file #{path}: #{:file.format_error(reason)}"
+    end
+  end
+
+  def rootfs!(other),
+    do:
+      raise(
+        ArgumentError,
+        ":rootfs must be a tar or tar.gz binary or {:file, path}, got: #{inspect(other)}"
+      )
+
+  # `:base`: the image travels as its id; `ExBashkit.Backend` brings the
+  # image itself where the session is built.
+  defp base!(nil), do: nil
+  defp base!(%ExBashkit.Image{} = image), do: image
+
+  defp base!(other),
+    do: raise(ArgumentError, ":base must be an ExBashkit.Image, got: #{inspect(other)}")
 
   defp limits!(limits) do
     given = pairs!(limits, :limits)

@@ -48,6 +48,22 @@ defmodule ExBashkit.Session do
       virtual filesystem before the first call, creating parent directories as
       needed. Content is any `t:iodata/0`. Equivalent to calling `write_file/3`
       for each entry.
+    * `:rootfs` - a tar or tar.gz archive (a binary, or `{:file, host_path}`)
+      laid into the filesystem before `:files`: directories (empty ones too),
+      files with their modes, symlinks and hard links. The whole archive is
+      checked first; an invalid one, a member named absolutely or with `..`,
+      a relative symlink that climbs above `/`, a hard link to anything but
+      an earlier file of the archive, a device node, or an archive past the
+      filesystem limits (100 MB, 10 MB a file, 10 000 files, 10 000
+      directories) raises `ArgumentError`, and no session exists. Absolute
+      symlink targets are kept (they name the session's own paths). Members
+      under `dev/` and `proc/` are skipped. `reset/1` lays it in again. See
+      `export_tar/3` for the other direction.
+    * `:base` - an `ExBashkit.Image` mounted copy-on-write under the
+      session's own layer: reads see the image, writes and deletes stay in
+      this session, `reset/1` returns to the image, and a snapshot holds
+      only this session's layer plus the image's identity. Many sessions
+      share one copy of the image (see `ExBashkit.Image`).
     * `:mounts` - a list of `{vfs_path, host_path, mode}` tuples mapping a real
       host directory into the sandbox, `mode` being `:read_only` or
       `:read_write` (see "Host mounts" below). A `vfs_path` (like a
@@ -895,6 +911,39 @@ defmodule ExBashkit.Session do
   def restore(%__MODULE__{}, bytes, _opts) do
     raise ArgumentError,
           "restore/3: the snapshot must be a binary from snapshot/2, got: #{inspect(bytes, limit: 5)}"
+  end
+
+  @doc """
+  The filesystem at `path` (default `"/"`) as a tar archive:
+  `{:ok, binary}` or `{:error, message}`.
+
+  Members are named relative to `path` (like `tar -C path .`; a file `path`
+  gives one member, its base name), in name order: directories (empty ones
+  too), regular files with their modes and modification times, symlinks with
+  their targets (never followed). What is not the session's own is left
+  out: host mounts and `:virtual_fs` mounts (content and mount points), the
+  system files bashkit synthesizes (`/etc/passwd`, `/proc`, the command
+  stubs in `/bin` and `/usr/bin`) and `/dev`. With a `:base` image, the
+  archive holds the image as this session sees it (its own changes and
+  deletions applied). Like `snapshot/2`, it waits for a running script.
+
+  `new(rootfs: tar)` reads such an archive back.
+
+  ## Options
+
+    * `:gzip` - gzip the archive (default `false`).
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new(files: %{"/data/a.txt" => "x"})
+      iex> {:ok, tar} = ExBashkit.Session.export_tar(session, "/data")
+      iex> copy = ExBashkit.Session.new(rootfs: tar)
+      iex> ExBashkit.Session.read_file(copy, "/a.txt")
+      {:ok, "x"}
+  """
+  @spec export_tar(t(), Path.t(), [{:gzip, boolean()}]) :: {:ok, binary()} | {:error, String.t()}
+  def export_tar(%__MODULE__{} = session, path \\ "/", opts \\ []) do
+    ExBashkit.Session.Tar.export(session, path, opts)
   end
 
   # -- bang variants ------------------------------------------------------------

@@ -85,7 +85,7 @@ pub async fn build(entries: Vec<VfsEntry>) -> Result<Arc<Image>, String> {
     fs.restore(&VfsSnapshot::from_entries(all))
         .map_err(|e| format!("image past the filesystem limits: {e}"))?;
     let canonical = canonical_tar(&fs).await?;
-    let id = hex(&Sha256::digest(&canonical));
+    let id = hex(Sha256::digest(&canonical).as_slice());
     let mut registry = REGISTRY.lock();
     if let Some(existing) = registry.get(&id).and_then(Weak::upgrade) {
         return Ok(existing);
@@ -230,7 +230,10 @@ fn image_build(spec: rustler::Term) -> NifResult<(ResourceArc<ImageResource>, St
 
 /// The canonical tar of an image, to ship to a worker.
 #[rustler::nif(schedule = "DirtyCpu")]
-fn image_tar(env: rustler::Env, handle: ResourceArc<ImageResource>) -> NifResult<rustler::Term> {
+fn image_tar<'a>(
+    env: rustler::Env<'a>,
+    handle: ResourceArc<ImageResource>,
+) -> NifResult<rustler::Term<'a>> {
     let bytes = runtime::block_on(canonical_tar(&handle.image.fs))?;
     Ok(crate::value::binary_term(env, &bytes))
 }

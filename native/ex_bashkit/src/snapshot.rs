@@ -115,7 +115,7 @@ pub fn snapshot(session: Arc<Session>, request: SnapshotRequest, reply: ReplyTo)
                 }
                 None => bytes,
             };
-            Ok(Outcome::Bytes(bytes))
+            Ok::<_, Error>(Outcome::Bytes(bytes))
         })
         .await;
         reply.finish(&Outcome::from(outcome));

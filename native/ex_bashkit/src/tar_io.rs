@@ -76,7 +76,7 @@ fn byte_cap(limits: &FsLimits) -> u64 {
 pub fn parse(bytes: &[u8], limits: &FsLimits) -> Result<Vec<VfsEntry>, String> {
     let cap = byte_cap(limits);
     let gzipped = bytes.starts_with(&[0x1f, 0x8b]);
-    let reader: Box<dyn Read> = if gzipped {
+    let reader: Box<dyn Read + '_> = if gzipped {
         Box::new(flate2::read::GzDecoder::new(bytes))
     } else {
         Box::new(bytes)

@@ -97,7 +97,12 @@ defmodule Bench.Images do
     after_based = vm_rss_kb()
     # Keep both sets alive until measured.
     {length(empty), length(based)}
-    %{start_kb: start, empty_delta_kb: after_empty - start, based_delta_kb: after_based - after_empty}
+
+    %{
+      start_kb: start,
+      empty_delta_kb: after_empty - start,
+      based_delta_kb: after_based - after_empty
+    }
   end
 
   defp used(session) do

@@ -410,7 +410,8 @@ defmodule ExBashkit.Worker do
   # and this process lets go of the handle (so the node's copy can be
   # garbage-collected too).
   defp prune_images(state) do
-    in_use = for {_sid, %{base: id}} when is_binary(id) <- state.sessions, into: MapSet.new(), do: id
+    in_use =
+      for {_sid, %{base: id}} when is_binary(id) <- state.sessions, into: MapSet.new(), do: id
 
     Enum.reduce(Map.keys(state.images), state, fn id, state ->
       if MapSet.member?(in_use, id) do

@@ -15,9 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use bashkit::{
-    DirEntry, FileSystem, FileSystemExt, FsUsage, Metadata, OverlayFs, VfsSnapshot,
-};
+use bashkit::{DirEntry, FileSystem, FileSystemExt, FsUsage, Metadata, OverlayFs, VfsSnapshot};
 use parking_lot::RwLock;
 
 use crate::image::Image;
@@ -137,7 +135,21 @@ impl FileSystem for BaseLayer {
         self.overlay().append_file(path, content).await
     }
     async fn mkdir(&self, path: &Path, recursive: bool) -> Result<()> {
-        self.overlay().mkdir(path, recursive).await
+        let overlay = self.overlay();
+        // bashkit's overlay copies a parent that only the image has up to
+        // the session's layer for writes, not for `mkdir`, whose upper
+        // layer then refuses a missing parent: copy it up here.
+        if let Some(parent) = path.parent().filter(|_| !recursive) {
+            let in_upper = overlay.upper().exists(parent).await.unwrap_or(false);
+            let is_dir = overlay
+                .stat(parent)
+                .await
+                .is_ok_and(|m| m.file_type.is_dir());
+            if !in_upper && is_dir {
+                overlay.upper().mkdir(parent, true).await?;
+            }
+        }
+        overlay.mkdir(path, recursive).await
     }
     async fn remove(&self, path: &Path, recursive: bool) -> Result<()> {
         self.overlay().remove(path, recursive).await

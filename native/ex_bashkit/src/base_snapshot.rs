@@ -133,8 +133,12 @@ mod tests {
         assert_eq!(inner, b"inner");
         assert_eq!(whiteouts, vec!["/x".to_string()]);
         assert!(open(&sealed, Some("abc"), Some(b"other")).is_err());
-        assert!(open(&sealed, Some("def"), Some(b"k")).unwrap_err().contains("abc"));
-        assert!(open(&sealed, None, None).unwrap_err().contains("base image abc"));
+        assert!(open(&sealed, Some("def"), Some(b"k"))
+            .unwrap_err()
+            .contains("abc"));
+        assert!(open(&sealed, None, None)
+            .unwrap_err()
+            .contains("base image abc"));
         assert!(open(b"plain", Some("abc"), None).is_err());
         assert_eq!(open(b"plain", None, None).unwrap().0, b"plain");
     }

@@ -195,7 +195,11 @@ fn entries_of(spec: BuildSpec) -> Result<Vec<VfsEntry>, String> {
             header.set_mode(0o644);
             header.set_entry_type(tar::EntryType::Regular);
             builder
-                .append_data(&mut header, path.trim_start_matches('/'), content.as_slice())
+                .append_data(
+                    &mut header,
+                    path.trim_start_matches('/'),
+                    content.as_slice(),
+                )
                 .map_err(|e| format!(":files entry {path}: {e}"))?;
         }
         let tar = builder.into_inner().map_err(|e| e.to_string())?;

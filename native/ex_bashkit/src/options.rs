@@ -142,9 +142,10 @@ impl Layer {
     /// the base image.
     pub fn new(config: &SessionConfig) -> Self {
         match &config.base {
-            Some(BaseImage(image)) => {
-                Layer::Base(Arc::new(BaseLayer::new(Arc::clone(image), &config.username)))
-            }
+            Some(BaseImage(image)) => Layer::Base(Arc::new(BaseLayer::new(
+                Arc::clone(image),
+                &config.username,
+            ))),
             None => {
                 let fs = InMemoryFs::with_limits(bashkit::FsLimits::default());
                 fs.add_dir(format!("/home/{}", config.username), 0o755);

@@ -183,8 +183,11 @@ pub fn restore(
             let layer = session.layer();
             let base = layer.base();
             let whiteouts = bytes.with(|data| {
-                let (inner, whiteouts) =
-                    crate::base_snapshot::open(data, base.map(|b| b.image.id.as_str()), key.as_deref())?;
+                let (inner, whiteouts) = crate::base_snapshot::open(
+                    data,
+                    base.map(|b| b.image.id.as_str()),
+                    key.as_deref(),
+                )?;
                 match &key {
                     Some(key) => bash.restore_snapshot_keyed(inner, key),
                     None => bash.restore_snapshot(inner),

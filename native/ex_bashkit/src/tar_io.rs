@@ -52,7 +52,9 @@ impl<R: Read> Read for Capped<R> {
         if self.left == 0 {
             return Err(std::io::Error::other(TOO_LARGE));
         }
-        let max = buf.len().min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let max = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
         let n = self.inner.read(&mut buf[..max])?;
         self.left -= n as u64;
         Ok(n)
@@ -182,8 +184,14 @@ fn read_members(
         // rule); a directory replaced by a file must not keep its children.
         if matches!(member, Member::File(..) | Member::Symlink(_)) {
             let prefix = format!("{path}/");
-            if members.range(prefix.clone()..).next().is_some_and(|(k, _)| k.starts_with(&prefix)) {
-                return Err(format!("member {path} replaces a directory that has members"));
+            if members
+                .range(prefix.clone()..)
+                .next()
+                .is_some_and(|(k, _)| k.starts_with(&prefix))
+            {
+                return Err(format!(
+                    "member {path} replaces a directory that has members"
+                ));
             }
         }
         members.insert(path, member);
@@ -423,7 +431,9 @@ fn relative(root: &str, path: &str) -> String {
 
 fn skipped(path: &str, skip: &[String]) -> bool {
     let top = path.trim_start_matches('/');
-    VIRTUAL_TREES.iter().any(|t| top == *t || top.starts_with(&format!("{t}/")))
+    VIRTUAL_TREES
+        .iter()
+        .any(|t| top == *t || top.starts_with(&format!("{t}/")))
         || skip
             .iter()
             .any(|s| path == s || path.starts_with(&format!("{}/", s.trim_end_matches('/'))))
@@ -519,7 +529,10 @@ mod tests {
         for name in ["/etc/x", "a/../../x", "../x"] {
             let bytes = tar_of(|b| file(b, name, b"x"));
             let error = parse(&bytes, &limits).unwrap_err();
-            assert!(error.contains("absolute") || error.contains(".."), "{error}");
+            assert!(
+                error.contains("absolute") || error.contains(".."),
+                "{error}"
+            );
         }
     }
 

@@ -401,9 +401,23 @@ defmodule ExBashkit.Worker do
     if MapSet.member?(state.shipped, id) or state.port == nil do
       state
     else
-      state = send_frame(state, {:load_image, id, ExBashkit.Image.canonical_tar(image)})
-      %{state | shipped: MapSet.put(state.shipped, id)}
+      case image_tar(image) do
+        {:ok, tar} ->
+          state = send_frame(state, {:load_image, id, tar})
+          %{state | shipped: MapSet.put(state.shipped, id)}
+
+        # Not an image of this node (a struct decoded from elsewhere): the
+        # `new` that follows fails, saying the image is not loaded.
+        :error ->
+          %{state | images: Map.delete(state.images, id)}
+      end
     end
+  end
+
+  defp image_tar(image) do
+    {:ok, ExBashkit.Image.canonical_tar(image)}
+  rescue
+    _ -> :error
   end
 
   # Images no session of this worker names any more: the worker frees them,

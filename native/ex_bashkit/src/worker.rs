@@ -171,9 +171,10 @@ fn handle(request: Value, sessions: &Sessions, frames: &Arc<FrameWriter>) {
             return;
         }
         "load_image" => {
-            match (arg::<String>(items, 1), arg::<Bytes>(items, 2)) {
-                (Ok(image_id), Ok(Bytes(tar))) => {
-                    if let Err(message) = crate::image::load_pinned(&image_id, &tar) {
+            // Borrowed, not decoded: the archive can be tens of MB.
+            match (arg::<String>(items, 1), items.get(2)) {
+                (Ok(image_id), Some(Value::Binary(tar))) => {
+                    if let Err(message) = crate::image::load_pinned(&image_id, tar) {
                         eprintln!("ex_bashkit_worker: image {image_id}: {message}");
                     }
                 }

@@ -86,7 +86,9 @@ defmodule ExBashkit.BaseImagesTest do
     a = Session.new(base: image, files: %{"/own.txt" => "mine"})
     sh!(a, "rm -r /app; echo gone > /etc/motd; rm /own.txt")
     :ok = Session.reset(a)
-    assert sh!(a, "cat /etc/motd /own.txt; ls /app") == "welcomemine\nbin\ncache\ncurrent\ndata\n"
+
+    assert sh!(a, "cat /etc/motd /own.txt; echo; ls /app") ==
+             "welcomemine\nbin\ncache\ncurrent\ndata\n"
   end
 
   test "snapshot/restore carries the session's layer and the image's identity", %{image: image} do
@@ -115,7 +117,7 @@ defmodule ExBashkit.BaseImagesTest do
            ) ==
              "42\nchanged\nw\n"
 
-    assert sh!(b, "cat /app/current 2>&1 >/dev/null; echo $?") == "1\n"
+    assert sh!(b, "cat /app/current >/dev/null 2>&1; echo $?") == "1\n"
 
     c = Session.new(base: image)
     assert {:ok, c} = Session.restore(c, keyed, key: "k")

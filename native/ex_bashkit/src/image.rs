@@ -63,42 +63,77 @@ pub fn limits() -> FsLimits {
 
 /// Build (or find) the image holding `entries`.
 pub async fn build(entries: Vec<VfsEntry>) -> Result<Arc<Image>, String> {
-    let fs = Arc::new(InMemoryFs::with_limits(limits()));
-    let mut all = vec![VfsEntry {
-        path: "/".into(),
-        kind: VfsEntryKind::Directory,
-        mode: 0o755,
-    }];
-    all.extend(entries);
-    let mut bytes = 0u64;
-    let mut files = 0u64;
-    for entry in &all {
-        match &entry.kind {
-            VfsEntryKind::Directory => {}
-            VfsEntryKind::File { content } => {
-                bytes += content.len() as u64;
-                files += 1;
-            }
-            _ => files += 1,
-        }
-    }
-    fs.restore(&VfsSnapshot::from_entries(all))
-        .map_err(|e| format!("image past the filesystem limits: {e}"))?;
-    let canonical = canonical_tar(&fs).await?;
-    let id = hex(Sha256::digest(&canonical).as_slice());
+    build_as(entries, None).await
+}
+
+/// `build`, under a known id (a worker, given the canonical tar whose hash
+/// it checked) or the hash of the canonical tar (computed here).
+async fn build_as(entries: Vec<VfsEntry>, known_id: Option<&str>) -> Result<Arc<Image>, String> {
+    let (fs, bytes, files) = fill(entries).await?;
+    let id = match known_id {
+        Some(id) => id.to_string(),
+        None => hex(Sha256::digest(canonical_tar(&fs).await?).as_slice()),
+    };
     let mut registry = REGISTRY.lock();
     if let Some(existing) = registry.get(&id).and_then(Weak::upgrade) {
         return Ok(existing);
     }
     let image = Arc::new(Image {
         id: id.clone(),
-        fs,
+        fs: Arc::new(fs),
         bytes,
         files,
     });
     registry.retain(|_, weak| weak.strong_count() > 0);
     registry.insert(id, Arc::downgrade(&image));
     Ok(image)
+}
+
+/// A filesystem holding exactly `entries` (validated by `tar_io::parse`:
+/// within the limits, parents before children). Each entry's content is
+/// moved in and dropped one at a time, so that building holds the content
+/// about once, not twice.
+async fn fill(entries: Vec<VfsEntry>) -> Result<(InMemoryFs, u64, u64), String> {
+    let fs = InMemoryFs::with_limits(limits());
+    // Only the root: an image has none of a fresh filesystem's defaults.
+    fs.restore(&VfsSnapshot::from_entries(vec![VfsEntry {
+        path: "/".into(),
+        kind: VfsEntryKind::Directory,
+        mode: 0o755,
+    }]))
+    .map_err(|e| e.to_string())?;
+    let (mut bytes, mut files) = (0u64, 0u64);
+    for entry in entries {
+        match entry.kind {
+            VfsEntryKind::Directory => fs.add_dir(&entry.path, entry.mode),
+            VfsEntryKind::File { content } => {
+                bytes += content.len() as u64;
+                files += 1;
+                fs.add_file(&entry.path, content, entry.mode);
+            }
+            VfsEntryKind::Fifo => {
+                files += 1;
+                fs.add_file(&entry.path, b"", entry.mode);
+            }
+            VfsEntryKind::Symlink { target } => {
+                files += 1;
+                bashkit::FileSystem::symlink(&fs, &target, &entry.path)
+                    .await
+                    .map_err(|e| format!("{}: {e}", entry.path.display()))?;
+            }
+        }
+    }
+    // `add_*` skip silently what the limits refuse; `parse` checked the
+    // same limits, so a shortfall here is a bug worth an error, not a
+    // silently smaller image.
+    let usage = bashkit::FileSystemExt::usage(&fs);
+    if usage.file_count != files {
+        return Err(format!(
+            "image past the filesystem limits: {} of {files} files stored",
+            usage.file_count
+        ));
+    }
+    Ok((fs, bytes, files))
 }
 
 /// The image's canonical tar: what its id hashes and what a worker is sent.
@@ -115,7 +150,8 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// A worker's `{:load_image, id, tar}`: build and pin it. Refuses bytes
-/// whose hash is not `id` (the VM sends the canonical tar, so they match).
+/// whose hash is not `id` (the VM sends the canonical tar, whose hash is
+/// the id).
 pub fn load_pinned(id: &str, tar: &[u8]) -> Result<(), String> {
     if PINNED.lock().contains_key(id) {
         return Ok(());
@@ -123,12 +159,14 @@ pub fn load_pinned(id: &str, tar: &[u8]) -> Result<(), String> {
     let image = match lookup(id) {
         Some(image) => image,
         None => {
-            let entries = tar_io::parse(tar, &limits())?;
-            let image = runtime::block_on(build(entries))?;
-            if image.id != id {
+            if hex(Sha256::digest(tar).as_slice()) != id {
                 return Err(format!("image {id} arrived with other content"));
             }
-            image
+            let entries = tar_io::parse(tar, &limits())?;
+            let image = runtime::block_on(build_as(entries, Some(id)));
+            // The archive's transient copies were freed: give them back.
+            crate::allocator::give_back();
+            image?
         }
     };
     PINNED.lock().insert(id.to_string(), image);

@@ -826,6 +826,13 @@ defmodule ExBashkit.Session do
   network settings. To resume, build a session with the same capabilities and
   `restore/3` the bytes into it.
 
+  Over a `:base` image, a snapshot holds only the session's own layer plus
+  the image's id and the image paths the session deleted (keyed snapshots
+  seal those too): it restores only into a session built over the same
+  image (same content), and anything else gets `{:error, message}` naming
+  the image. A snapshot of a session without a base does not restore into
+  one with a base either.
+
   Returns `{:ok, binary}` or `{:error, message}`.
 
   ## Options

@@ -15,11 +15,18 @@ defmodule Bench.Images do
   alias ExBashkit.{Image, Session, Worker}
   alias ExBashkit.Session.Options
 
-  @script "cat /img/f0001 > /dev/null 2>&1; echo hi > /tmp/mine"
+  # What each session runs: look at the image, write a file of its own;
+  # `--read` also reads a 1 MB image file (transient allocator garbage).
+  @script "test -f /img/f0001; echo hi > /tmp/mine"
+  @read_script "cat /img/f0001 > /dev/null 2>&1; echo hi > /tmp/mine"
 
   def main(argv) do
     {opts, _, _} =
-      OptionParser.parse(argv, strict: [sessions: :integer, mb: :integer, out: :string])
+      OptionParser.parse(argv,
+        strict: [sessions: :integer, mb: :integer, out: :string, read: :boolean]
+      )
+
+    Process.put(:script, if(opts[:read], do: @read_script, else: @script))
 
     n = Keyword.get(opts, :sessions, 1_000)
     mb = Keyword.get(opts, :mb, 50)
@@ -32,10 +39,10 @@ defmodule Bench.Images do
     {image, build_ms} =
       Task.await(Task.async(fn -> timed(fn -> build_image(mb) end) end), 120_000)
 
-    IO.puts(:stderr, "==> process mode, #{n} sessions")
-    process = process_mode(image, n)
     IO.puts(:stderr, "==> in-node, #{n} sessions")
     in_node = in_node(image, n)
+    IO.puts(:stderr, "==> process mode, #{n} sessions")
+    process = process_mode(image, n)
 
     report = render(image, build_ms, n, process, in_node, load_before, loadavg())
     File.write!(out, report)
@@ -76,7 +83,7 @@ defmodule Bench.Images do
       :ok = Worker.call(pid, {:new, sid, native}, meta)
       ref = make_ref()
       call = %{stdin: nil, stream: false, timeout_ms: nil, track_changes: false}
-      Worker.request(pid, ref, {:exec, sid, @script, call})
+      Worker.request(pid, ref, {:exec, sid, Process.get(:script), call})
 
       receive do
         {:ex_bashkit_reply, ^ref, {:ok, _}} -> :ok
@@ -111,7 +118,7 @@ defmodule Bench.Images do
   end
 
   defp used(session) do
-    {:ok, _} = Session.exec(session, @script)
+    {:ok, _} = Session.exec(session, Process.get(:script))
     session
   end
 
@@ -150,7 +157,7 @@ defmodule Bench.Images do
     # Shared base images: memory
 
     `scripts/bench-images` (bench/images.exs). #{n} sessions, each running
-    one script that reads an image file and writes a small file of its own.
+    one script: `#{Process.get(:script)}`.
     Image: #{image.files} files, #{:erlang.float_to_binary(image_mb, decimals: 1)} MB,
     built in #{build_ms} ms (id #{String.slice(image.id, 0, 12)}).
     Load average before: #{load_before}; after: #{load_after} (2 cores).

@@ -61,4 +61,9 @@ defmodule ExBashkit.Native do
   def session_mount(_session, _spec, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def session_unmount(_session, _vfs_path, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def session_describe(_session), do: :erlang.nif_error(:nif_not_loaded)
+
+  # Tar images and shared base images (`tar_io.rs`, `export.rs`, `image.rs`).
+  def session_export_tar(_session, _request, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+  def image_build(_spec), do: :erlang.nif_error(:nif_not_loaded)
+  def image_tar(_image), do: :erlang.nif_error(:nif_not_loaded)
 end

@@ -753,6 +753,13 @@ defmodule ExBashkit.Session do
   network settings. To resume, build a session with the same capabilities and
   `restore/3` the bytes into it.
 
+  Over a `:base` image, a snapshot holds only the session's own layer plus
+  the image's id and the image paths the session deleted (keyed snapshots
+  seal those too): it restores only into a session built over the same
+  image (same content), and anything else gets `{:error, message}` naming
+  the image. A snapshot of a session without a base does not restore into
+  one with a base either.
+
   Returns `{:ok, binary}` or `{:error, message}`.
 
   ## Options
@@ -838,6 +845,39 @@ defmodule ExBashkit.Session do
   def restore(%__MODULE__{}, bytes, _opts) do
     raise ArgumentError,
           "restore/3: the snapshot must be a binary from snapshot/2, got: #{inspect(bytes, limit: 5)}"
+  end
+
+  @doc """
+  The filesystem at `path` (default `"/"`) as a tar archive:
+  `{:ok, binary}` or `{:error, message}`.
+
+  Members are named relative to `path` (like `tar -C path .`; a file `path`
+  gives one member, its base name), in name order: directories (empty ones
+  too), regular files with their modes and modification times, symlinks with
+  their targets (never followed). What is not the session's own is left
+  out: host mounts and `:virtual_fs` mounts (content and mount points), the
+  system files bashkit synthesizes (`/etc/passwd`, `/proc`, the command
+  stubs in `/bin` and `/usr/bin`) and `/dev`. With a `:base` image, the
+  archive holds the image as this session sees it (its own changes and
+  deletions applied). Like `snapshot/2`, it waits for a running script.
+
+  `new(rootfs: tar)` reads such an archive back.
+
+  ## Options
+
+    * `:gzip` - gzip the archive (default `false`).
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new(files: %{"/data/a.txt" => "x"})
+      iex> {:ok, tar} = ExBashkit.Session.export_tar(session, "/data")
+      iex> copy = ExBashkit.Session.new(rootfs: tar)
+      iex> ExBashkit.Session.read_file(copy, "/a.txt")
+      {:ok, "x"}
+  """
+  @spec export_tar(t(), Path.t(), [{:gzip, boolean()}]) :: {:ok, binary()} | {:error, String.t()}
+  def export_tar(%__MODULE__{} = session, path \\ "/", opts \\ []) do
+    ExBashkit.Session.Tar.export(session, path, opts)
   end
 
   # -- bang variants ------------------------------------------------------------

@@ -89,10 +89,10 @@ defmodule ExBashkit.Worker do
   @doc false
   # Send `request` and wait for its answer (short requests: fs, info, cancel,
   # new). The worker owner always answers, or dies, which also ends the wait.
-  @spec call(pid(), request()) :: term()
-  def call(worker, request) do
+  @spec call(pid(), request(), map()) :: term()
+  def call(worker, request, meta \\ %{}) do
     ref = Process.monitor(worker)
-    request(worker, ref, request)
+    request(worker, ref, request, meta)
 
     receive do
       {:ex_bashkit_reply, ^ref, reply} ->
@@ -127,6 +127,10 @@ defmodule ExBashkit.Worker do
        sessions: %{},
        # sid => message: sessions whose state a crash lost, told once
        lost: %{},
+       # base images of the sessions here: id => %ExBashkit.Image{}, and
+       # the ids the running OS process has been sent (see `ship_image/2`)
+       images: %{},
+       shipped: MapSet.new(),
        # ids answered by their deadline and not yet by the worker
        overdue: %{},
        grace_ms: Keyword.get(opts, :grace_ms, 2_000),
@@ -156,7 +160,8 @@ defmodule ExBashkit.Worker do
         lost: Map.delete(state.lost, sid)
     }
 
-    {:noreply, if(state.port, do: send_frame(state, {:drop, sid}), else: state)}
+    state = if(state.port, do: send_frame(state, {:drop, sid}), else: state)
+    {:noreply, prune_images(state)}
   end
 
   def handle_info({port, {:data, frame}}, %{port: port} = state) do
@@ -262,6 +267,12 @@ defmodule ExBashkit.Worker do
               if kind == :new,
                 do: %{state | sessions: Map.put(state.sessions, sid, elem(request, 2))},
                 else: state
+
+            state =
+              case meta do
+                %{image: %ExBashkit.Image{} = image} -> ship_image(state, image)
+                _ -> state
+              end
 
             mref = Process.monitor(pid)
             timer = deadline_timer(id, meta)
@@ -378,6 +389,59 @@ defmodule ExBashkit.Worker do
     ArgumentError -> state
   end
 
+  # -- base images ----------------------------------------------------------
+
+  # A worker OS process is sent each base image once (its canonical tar,
+  # built here on a dirty scheduler), before the first `new` that names it;
+  # it keeps the image while any of its sessions does. Frames are handled in
+  # order, so the `new` that follows finds it.
+  defp ship_image(state, %ExBashkit.Image{id: id} = image) do
+    state = %{state | images: Map.put(state.images, id, image)}
+
+    if MapSet.member?(state.shipped, id) or state.port == nil do
+      state
+    else
+      case image_tar(image) do
+        {:ok, tar} ->
+          state = send_frame(state, {:load_image, id, tar})
+          %{state | shipped: MapSet.put(state.shipped, id)}
+
+        # Not an image of this node (a struct decoded from elsewhere): the
+        # `new` that follows fails, saying the image is not loaded.
+        :error ->
+          %{state | images: Map.delete(state.images, id)}
+      end
+    end
+  end
+
+  defp image_tar(image) do
+    {:ok, ExBashkit.Image.canonical_tar(image)}
+  rescue
+    _ -> :error
+  end
+
+  # Images no session of this worker names any more: the worker frees them,
+  # and this process lets go of the handle (so the node's copy can be
+  # garbage-collected too).
+  defp prune_images(state) do
+    in_use =
+      for {_sid, %{base: id}} when is_binary(id) <- state.sessions, into: MapSet.new(), do: id
+
+    Enum.reduce(Map.keys(state.images), state, fn id, state ->
+      if MapSet.member?(in_use, id) do
+        state
+      else
+        state = if state.port, do: send_frame(state, {:drop_image, id}), else: state
+
+        %{
+          state
+          | images: Map.delete(state.images, id),
+            shipped: MapSet.delete(state.shipped, id)
+        }
+      end
+    end)
+  end
+
   # -- the OS process -------------------------------------------------------
 
   defp ensure_port(%{port: nil} = state) do
@@ -465,7 +529,8 @@ defmodule ExBashkit.Worker do
         routes: %{},
         monitors: %{},
         overdue: %{},
-        lost: lost
+        lost: lost,
+        shipped: MapSet.new()
     }
 
     rebuild(state)
@@ -476,6 +541,8 @@ defmodule ExBashkit.Worker do
   defp rebuild(state) do
     case ensure_port(state) do
       {:ok, state} ->
+        state = Enum.reduce(Map.values(state.images), state, &ship_image(&2, &1))
+
         Enum.reduce(state.sessions, state, fn {sid, config}, state ->
           id = System.unique_integer([:positive])
 

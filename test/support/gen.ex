@@ -419,6 +419,16 @@ defmodule ExBashkit.Test.Gen do
     valid_or_not(valid, invalid)
   end
 
+  # An empty archive, or garbage bytes, `{:file, _}` of paths that do not
+  # exist, anything; reading is all a generated `:rootfs` does to the host.
+  defp option_value(:rootfs, _) do
+    empty = <<0::size(1024)-unit(8)>>
+    invalid = T.oneof([bytes(), T.tuple([const(:file), T.elements(["", "/nonexistent.tar"])])])
+    valid_or_not(T.elements([nil, empty]), T.oneof([invalid, T.any()]))
+  end
+
+  defp option_value(:base, _), do: valid_or_not(const(nil), T.any())
+
   defp option_value(:isolation, _),
     do: valid_or_not(T.elements([:process, :in_node]), T.any())
 

@@ -114,6 +114,34 @@ defmodule ExBashkit.Session.Options do
             "parent directories as needed; the same as `write_file/3` for each entry."
       },
       %{
+        key: :rootfs,
+        type: "tar or tar.gz binary, or {:file, host_path}",
+        default: nil,
+        parse: &rootfs!/1,
+        native: true,
+        doc:
+          "an archive laid into the filesystem before `:files`: directories (empty ones " <>
+            "too), files with their modes, symlinks and hard links. The whole archive is " <>
+            "checked first; an invalid one, a member named absolutely or with `..`, a " <>
+            "relative symlink that climbs above `/`, a hard link to anything but an earlier " <>
+            "file of the archive, a device node, or an archive past the filesystem limits " <>
+            "raises `ArgumentError`, and no session exists. Absolute symlink targets are " <>
+            "kept (they name the session's own paths). Members under `dev/` and `proc/` are " <>
+            "skipped. `reset/1` lays it in again. See `export_tar/3` for the other direction."
+      },
+      %{
+        key: :base,
+        type: "ExBashkit.Image",
+        default: nil,
+        parse: &base!/1,
+        native: true,
+        doc:
+          "an image mounted copy-on-write under the session's own layer: reads see the " <>
+            "image, writes and deletes stay in this session, `reset/1` returns to the image, " <>
+            "and a snapshot holds only this session's layer plus the image's identity. Many " <>
+            "sessions share one copy of the image (see `ExBashkit.Image`)."
+      },
+      %{
         key: :mounts,
         type: "list of {vfs_path, host_path, mode}",
         default: [],
@@ -366,7 +394,10 @@ defmodule ExBashkit.Session.Options do
   # The one place this is decided.
   @spec inline?(map()) :: boolean()
   def inline?(native) do
-    match?(%{files: [], mounts: [], allowed_mount_paths: nil, cwd: "/"}, native) and
+    match?(
+      %{files: [], mounts: [], allowed_mount_paths: nil, cwd: "/", rootfs: nil, base: nil},
+      native
+    ) and
       native.python == [] and native.virtual_fs == [] and native.builtins == []
   end
 
@@ -525,7 +556,10 @@ defmodule ExBashkit.Session.Options do
     VfsPath.normalize(cwd)
   end
 
-  defp files!(files) do
+  @doc false
+  # `:files` (also `ExBashkit.Image.build/1`'s): `[{path, binary}]`.
+  @spec files!(term()) :: [{String.t(), binary()}]
+  def files!(files) do
     for {path, content} <- pairs!(files, :files) do
       # A keyword list (`files: ["/a.txt": "x"]`) has atom paths.
       path = if is_atom(path) and path != nil, do: Atom.to_string(path), else: path
@@ -552,6 +586,38 @@ defmodule ExBashkit.Session.Options do
     |> limits!()
     |> Map.update!(:timeout_ms, &Ceilings.session_timeout_ms!(&1, ceilings))
   end
+
+  @doc false
+  # `:rootfs` (also `ExBashkit.Image.build/1`'s): the archive's bytes, read
+  # here when given as `{:file, path}`. Its content is checked natively.
+  @spec rootfs!(term()) :: binary() | nil
+  def rootfs!(nil), do: nil
+  def rootfs!(tar) when is_binary(tar), do: tar
+
+  def rootfs!({:file, path}) when is_binary(path) do
+    case File.read(path) do
+      {:ok, tar} ->
+        tar
+
+      {:error, reason} ->
+        raise ArgumentError, ":rootfs file #{path}: #{:file.format_error(reason)}"
+    end
+  end
+
+  def rootfs!(other),
+    do:
+      raise(
+        ArgumentError,
+        ":rootfs must be a tar or tar.gz binary or {:file, path}, got: #{inspect(other)}"
+      )
+
+  # `:base`: the image travels as its id; `ExBashkit.Backend` brings the
+  # image itself where the session is built.
+  defp base!(nil), do: nil
+  defp base!(%ExBashkit.Image{} = image), do: image
+
+  defp base!(other),
+    do: raise(ArgumentError, ":base must be an ExBashkit.Image, got: #{inspect(other)}")
 
   defp limits!(limits) do
     given = pairs!(limits, :limits)

@@ -29,6 +29,13 @@ mod runtime_mounts;
 mod search;
 mod session;
 mod snapshot;
+mod tar_io;
+
+// Tar images and shared base images (`rootfs:`, `export_tar`, `base:`).
+mod base_layer;
+mod base_snapshot;
+mod export;
+mod image;
 mod strict_commands;
 mod watchdog;
 

@@ -10,7 +10,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bashkit::{Bash, ExecutionLimits, FileSystem, SessionLimits};
+use bashkit::{Bash, ExecutionLimits, FileSystem, InMemoryFs, SessionLimits};
+
+use crate::base_layer::BaseLayer;
+use crate::image::BaseImage;
 
 use crate::builtins::ElixirBuiltin;
 use crate::callbacks::CallbackChannel;
@@ -78,6 +81,10 @@ pub struct SessionConfig {
     pub builtins: Vec<String>,
     pub virtual_fs: Vec<String>,
     pub python: Vec<String>,
+    /// `rootfs:`: a tar (or tar.gz) laid into the filesystem before `:files`.
+    pub rootfs: Option<Bytes>,
+    /// `base:`: the image mounted copy-on-write under the session's layer.
+    pub base: Option<BaseImage>,
 }
 from_map!(SessionConfig {
     env,
@@ -94,6 +101,8 @@ from_map!(SessionConfig {
     builtins,
     virtual_fs,
     python,
+    rootfs,
+    base,
 });
 
 /// A minimal configuration for unit tests. The product's defaults are
@@ -117,6 +126,51 @@ impl Default for SessionConfig {
             builtins: Vec::new(),
             virtual_fs: Vec::new(),
             python: Vec::new(),
+            rootfs: None,
+            base: None,
+        }
+    }
+}
+
+/// The session's own filesystem layer, below bashkit's system layer
+/// (`/etc`, `/proc`, command stubs) and mounts: what snapshots hold and
+/// `export_tar` walks.
+#[derive(Clone)]
+pub enum Layer {
+    Plain(Arc<InMemoryFs>),
+    Base(Arc<BaseLayer>),
+}
+
+impl Layer {
+    /// A fresh layer for `config`: bashkit's default filesystem (limits and
+    /// the user's home as `Bash::builder()` makes them), or an overlay over
+    /// the base image.
+    pub fn new(config: &SessionConfig) -> Self {
+        match &config.base {
+            Some(BaseImage(image)) => Layer::Base(Arc::new(BaseLayer::new(
+                Arc::clone(image),
+                &config.username,
+            ))),
+            None => {
+                let fs = InMemoryFs::with_limits(bashkit::FsLimits::default());
+                fs.add_dir(format!("/home/{}", config.username), 0o755);
+                Layer::Plain(Arc::new(fs))
+            }
+        }
+    }
+
+    pub fn fs(&self) -> Arc<dyn FileSystem> {
+        match self {
+            Layer::Plain(fs) => Arc::clone(fs) as Arc<dyn FileSystem>,
+            Layer::Base(layer) => Arc::clone(layer) as Arc<dyn FileSystem>,
+        }
+    }
+
+    /// The overlay, when the session has a base image.
+    pub fn base(&self) -> Option<&Arc<BaseLayer>> {
+        match self {
+            Layer::Base(layer) => Some(layer),
+            Layer::Plain(_) => None,
         }
     }
 }
@@ -180,7 +234,18 @@ pub fn build_bash(
     channel: Option<&Arc<CallbackChannel>>,
     interrupt: Option<&Arc<Interrupt>>,
 ) -> Result<Bash, String> {
+    build_bash_on(config, channel, interrupt, &Layer::new(config))
+}
+
+/// `build_bash` over a given filesystem layer (sessions keep the layer).
+pub fn build_bash_on(
+    config: &SessionConfig,
+    channel: Option<&Arc<CallbackChannel>>,
+    interrupt: Option<&Arc<Interrupt>>,
+    layer: &Layer,
+) -> Result<Bash, String> {
     let mut builder = Bash::builder()
+        .fs(layer.fs())
         .cwd(&config.cwd)
         .username(&config.username)
         .hostname(&config.hostname)
@@ -222,6 +287,7 @@ pub fn needs_prepare(config: &SessionConfig) -> bool {
     !config.mounts.is_empty()
         || !config.files.is_empty()
         || !config.virtual_fs.is_empty()
+        || config.rootfs.is_some()
         || config.cwd != "/"
 }
 
@@ -262,6 +328,12 @@ async fn prepare_with(
     seed: Seed,
 ) -> Result<(), String> {
     crate::mounts::apply(bash, &config.mounts, config.allowed_mount_paths.as_deref()).await?;
+    if let Some(Bytes(tar)) = &config.rootfs {
+        let entries = crate::tar_io::parse(tar, &bashkit::FsLimits::default())
+            .map_err(|e| format!(":rootfs: {e}"))?;
+        crate::tar_io::overlay_entries(bash.fs().as_ref(), entries)
+            .map_err(|e| format!(":rootfs: {e}"))?;
+    }
     seed_files(&bash.fs(), config, seed).await?;
     if let Some(channel) = channel {
         for mount in &config.virtual_fs {

@@ -51,6 +51,9 @@ pub struct Session {
     /// that `stat/2` and friends answer while a script runs. Replaced by
     /// `reset`.
     fs: RwLock<Arc<dyn FileSystem>>,
+    /// The session's own layer below the system layer and mounts (see
+    /// `options::Layer`). Replaced by `reset`.
+    layer: RwLock<options::Layer>,
     /// The running exec's cancellation state, for `cancel/1`.
     current: Mutex<Option<Arc<ExecTicket>>>,
     /// Every submitted exec not yet ended, by id: `cancel_exec`.
@@ -81,7 +84,8 @@ impl Session {
     pub fn new(config: SessionConfig) -> Result<Arc<Self>, String> {
         let interrupt = Interrupt::new();
         let channel = options::callback_channel(&config, &interrupt);
-        let bash = options::build_bash(&config, channel.as_ref(), Some(&interrupt))?;
+        let layer = options::Layer::new(&config);
+        let bash = options::build_bash_on(&config, channel.as_ref(), Some(&interrupt), &layer)?;
         if options::needs_prepare(&config) {
             runtime::block_on(options::prepare(&bash, &config, channel.as_ref()))?;
         }
@@ -89,6 +93,7 @@ impl Session {
         Ok(Arc::new(Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             fs: RwLock::new(bash.fs()),
+            layer: RwLock::new(layer),
             bash: tokio::sync::Mutex::new(bash),
             current: Mutex::new(None),
             tickets: Mutex::new(HashMap::new()),
@@ -122,6 +127,11 @@ impl Session {
     /// The session's filesystem, as scripts see it.
     pub fn fs(&self) -> Arc<dyn FileSystem> {
         Arc::clone(&self.fs.read())
+    }
+
+    /// The session's own filesystem layer (no system layer, no mounts).
+    pub fn layer(&self) -> options::Layer {
+        self.layer.read().clone()
     }
 
     /// Whether a script is running on this session right now.
@@ -509,10 +519,16 @@ pub fn reset(session: Arc<Session>, reply: ReplyTo) {
         let outcome = guard::catch_future(async {
             let mut bash = session.bash.lock().await;
             let config = &session.config;
-            let fresh =
-                options::build_bash(config, session.channel.as_ref(), Some(&session.interrupt))?;
+            let layer = options::Layer::new(config);
+            let fresh = options::build_bash_on(
+                config,
+                session.channel.as_ref(),
+                Some(&session.interrupt),
+                &layer,
+            )?;
             options::prepare_reset(&fresh, config, session.channel.as_ref()).await?;
             *session.fs.write() = fresh.fs();
+            *session.layer.write() = layer;
             *bash = fresh;
             *session.host_mounts.lock() = config.mounts.clone();
             Ok::<(), String>(())

@@ -100,8 +100,22 @@ pub fn snapshot(session: Arc<Session>, request: SnapshotRequest, reply: ReplyTo)
             let bytes = match &request.key {
                 Some(Bytes(key)) => bash.snapshot_to_bytes_keyed_with_options(key, options),
                 None => bash.snapshot_with_options(options),
+            }?;
+            // Over a base image: the session's layer plus the image's
+            // identity and what the session deleted from it.
+            let layer = session.layer();
+            let bytes = match layer.base() {
+                Some(base) => {
+                    let whiteouts = match request.exclude_filesystem {
+                        true => Vec::new(),
+                        false => base.whiteouts().await,
+                    };
+                    let key = request.key.as_ref().map(|Bytes(k)| k.as_slice());
+                    crate::base_snapshot::seal(&base.image.id, &whiteouts, &bytes, key)
+                }
+                None => bytes,
             };
-            bytes.map(Outcome::Bytes)
+            Ok::<_, Error>(Outcome::Bytes(bytes))
         })
         .await;
         reply.finish(&Outcome::from(outcome));
@@ -166,18 +180,39 @@ pub fn restore(
         // `move`: the job owns the bytes (their env is Send, not Sync).
         let outcome = guard::catch_future(async move {
             let mut bash = session.lock_bash().await;
-            bytes.with(|data| match &key {
-                Some(key) => bash.restore_snapshot_keyed(data, key),
-                None => bash.restore_snapshot(data),
+            let layer = session.layer();
+            let base = layer.base();
+            let whiteouts = bytes.with(|data| {
+                let (inner, whiteouts) = crate::base_snapshot::open(
+                    data,
+                    base.map(|b| b.image.id.as_str()),
+                    key.as_deref(),
+                )?;
+                match &key {
+                    Some(key) => bash.restore_snapshot_keyed(inner, key),
+                    None => bash.restore_snapshot(inner),
+                }
+                .map_err(|e| describe(&e))?;
+                Ok::<_, String>(whiteouts)
             })?;
             // Files the snapshot has where this session mounts something
             // could never be reached, yet would count against the quota and
             // ride along in every later snapshot: they are dropped.
-            crate::mounts::drop_hidden_entries(&bash.fs(), session.config())?;
-            Ok(Outcome::Restored)
+            crate::mounts::drop_hidden_entries(&bash.fs(), session.config())
+                .map_err(|e| describe(&e))?;
+            // Last: dropping hidden entries may swap the base overlay again.
+            if let Some(base) = base {
+                base.apply_whiteouts(&whiteouts).await;
+            }
+            Ok::<_, String>(Outcome::Restored)
         })
         .await;
-        reply.finish(&Outcome::from(outcome));
+        let outcome = match outcome {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(message)) => Outcome::Error(message),
+            Err(panic) => Outcome::Error(format!("internal error in the interpreter: {panic}")),
+        };
+        reply.finish(&outcome);
     });
 }
 

@@ -20,9 +20,15 @@
 //! {:glob, id, sid, request}        {:grep, id, sid, request}
 //! {:mount, id, sid, spec}          {:unmount, id, sid, vfs_path}
 //! {:describe, id, sid}
+//! {:export_tar, id, sid, request}
+//! {:load_image, image_id, tar}    {:drop_image, image_id}
 //! {:live_sessions, id}            {:running_scripts, id}
 //! {:callback_reply, call_id, answer}
 //! ```
+//!
+//! `load_image` and `drop_image` have no answer: a `load_image` is handled
+//! on the reading thread before the frames after it, so a `new` that names
+//! the image finds it (or fails saying it is not loaded).
 //!
 //! Every message back is `{tag, id, payload}` with the tags and payloads of
 //! the NIF transport (`reply.rs`): `ExBashkit.Worker` only swaps `id` for
@@ -164,6 +170,24 @@ fn handle(request: Value, sessions: &Sessions, frames: &Arc<FrameWriter>) {
             }
             return;
         }
+        "load_image" => {
+            // Borrowed, not decoded: the archive can be tens of MB.
+            match (arg::<String>(items, 1), items.get(2)) {
+                (Ok(image_id), Some(Value::Binary(tar))) => {
+                    if let Err(message) = crate::image::load_pinned(&image_id, tar) {
+                        eprintln!("ex_bashkit_worker: image {image_id}: {message}");
+                    }
+                }
+                _ => eprintln!("ex_bashkit_worker: malformed load_image"),
+            }
+            return;
+        }
+        "drop_image" => {
+            if let Ok(image_id) = arg::<String>(items, 1) {
+                crate::image::unpin(&image_id);
+            }
+            return;
+        }
         "cancel_exec" => {
             if let (Ok(sid), Ok(exec_id)) = (arg::<u64>(items, 1), arg::<u64>(items, 2)) {
                 if let Some(session) = sessions.lock().get(&sid) {
@@ -284,6 +308,11 @@ fn dispatch(
         }
         "unmount" => runtime_mounts::unmount(session, arg(items, 3)?, reply),
         "describe" => reply.finish(&runtime_mounts::describe(&session)),
+        "export_tar" => {
+            let request =
+                crate::export::ExportRequest::from_value(items.get(3).ok_or("missing request")?)?;
+            crate::export::export_tar(session, request, reply);
+        }
         "fs" => {
             let request = items.get(3).cloned().ok_or("missing request")?;
             runtime::spawn_blocking(move || reply.finish(&fs_api::call(&session.fs(), &request)));

@@ -7,7 +7,7 @@ defmodule ExBashkit.Callbacks do
   # threads and returns. The calling process then waits in `await/2` for
   # messages tagged with the reference it created for this request:
   #
-  #   {:ex_bashkit_reply, ref, {:ok, result_tuple} | {:error, message}}
+  #   {:ex_bashkit_reply, ref, {:ok, %Result{}} | {:error, %Error{} | message}}
   #       The final answer; exactly one per request (Rust guarantees it).
   #
   #   {:ex_bashkit_output, ref, {stdout_chunk, stderr_chunk}}
@@ -48,7 +48,7 @@ defmodule ExBashkit.Callbacks do
   # the lock its own caller holds, so `ExBashkit.Session.exec/3` refuses it at
   # once with `{:error, _}`.
 
-  alias ExBashkit.{Backend, Result}
+  alias ExBashkit.{Backend, Error, Result}
   alias ExBashkit.Callbacks.Answer
   alias ExBashkit.Session.Ceilings
   alias ExBashkit.VirtualFs.Dispatch
@@ -93,7 +93,7 @@ defmodule ExBashkit.Callbacks do
   @doc false
   # Wait for the final answer, handing output chunks to `on_output`.
   @spec await(reference(), context(), (binary(), binary() -> any())) ::
-          {:ok, Result.t()} | {:error, String.t()}
+          {:ok, Result.t()} | {:error, Error.t()}
   def await(ref, context, on_output \\ fn _, _ -> :ok end) do
     case next(ref, context) do
       {:output, stdout, stderr} ->
@@ -154,24 +154,24 @@ defmodule ExBashkit.Callbacks do
   # The next event of request `ref` that the caller must see; back-calls
   # are dispatched on the way.
   @spec next(reference(), context()) ::
-          {:output, binary(), binary()} | {:done, {:ok, Result.t()} | {:error, String.t()}}
+          {:output, binary(), binary()} | {:done, {:ok, Result.t()} | {:error, Error.t()}}
   def next(ref, context) do
     runners = runners(ref)
 
     receive do
-      {:ex_bashkit_reply, ^ref, {:ok, native}} ->
+      {:ex_bashkit_reply, ^ref, {:ok, %Result{}} = ok} ->
         Process.demonitor(ref, [:flush])
         stop_runners(ref)
-        {:done, {:ok, Result.from_native(native)}}
+        {:done, ok}
 
-      {:ex_bashkit_reply, ^ref, {:error, message}} ->
+      {:ex_bashkit_reply, ^ref, {:error, _} = error} ->
         Process.demonitor(ref, [:flush])
         stop_runners(ref)
-        {:done, {:error, message}}
+        {:done, Error.wrap(error)}
 
       {:DOWN, ^ref, :process, _, reason} ->
         stop_runners(ref)
-        {:done, {:error, worker_down(reason)}}
+        {:done, Error.wrap({:error, worker_down(reason)})}
 
       {:ex_bashkit_output, ^ref, {stdout, stderr}} ->
         {:output, stdout, stderr}

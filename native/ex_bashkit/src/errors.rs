@@ -15,25 +15,42 @@ pub fn describe(error: &Error) -> String {
 }
 
 fn describe_limit(limit: &LimitExceeded) -> String {
-    let hint = match limit {
-        LimitExceeded::MaxCommands(_) => " (raise limits: [max_commands: ...])",
-        LimitExceeded::MaxLoopIterations(_) => " (raise limits: [max_loop_iterations: ...])",
-        LimitExceeded::MaxTotalLoopIterations(_) => {
-            " (raise limits: [max_total_loop_iterations: ...])"
+    if let LimitExceeded::Timeout(after)
+    | LimitExceeded::ExecutionBudget(bashkit::ExecutionBudgetExceeded::Deadline { limit: after }) =
+        limit
+    {
+        return format!(
+            "execution timed out after {} ms (raise limits: [timeout_ms: ...])",
+            after.as_millis()
+        );
+    }
+    let hint = match (limit, limit_key(limit)) {
+        (LimitExceeded::MaxFunctionDepth(_), Some(key)) => {
+            format!(" (infinite recursion? see limits: [{key}: ...])")
         }
-        LimitExceeded::MaxFunctionDepth(_) => {
-            " (infinite recursion? see limits: [max_function_depth: ...])"
-        }
-        LimitExceeded::Timeout(_) => " (see limits: [timeout_ms: ...])",
-        LimitExceeded::InputTooLarge(_, _) => " (see limits: [max_input_bytes: ...])",
-        LimitExceeded::SessionMaxCommands(_) => " (see limits: [max_total_commands: ...])",
-        LimitExceeded::SessionMaxExecCalls(_) => " (see limits: [max_exec_calls: ...])",
-        LimitExceeded::ExecutionBudget(bashkit::ExecutionBudgetExceeded::Deadline { .. }) => {
-            " (see limits: [timeout_ms: ...])"
-        }
-        _ => "",
+        (_, Some(key)) => format!(" (raise limits: [{key}: ...])"),
+        (_, None) => String::new(),
     };
     format!("resource limit exceeded: {limit}{hint}")
+}
+
+/// The `:limits` key of `ExBashkit.Session.new/1` that governs `limit`, or
+/// `None` for bashkit's fixed guards (parser fuel, nesting depths, memory).
+pub fn limit_key(limit: &LimitExceeded) -> Option<&'static str> {
+    Some(match limit {
+        LimitExceeded::MaxCommands(_) => "max_commands",
+        LimitExceeded::MaxLoopIterations(_) => "max_loop_iterations",
+        LimitExceeded::MaxTotalLoopIterations(_) => "max_total_loop_iterations",
+        LimitExceeded::MaxFunctionDepth(_) => "max_function_depth",
+        LimitExceeded::Timeout(_) => "timeout_ms",
+        LimitExceeded::InputTooLarge(_, _) => "max_input_bytes",
+        LimitExceeded::SessionMaxCommands(_) => "max_total_commands",
+        LimitExceeded::SessionMaxExecCalls(_) => "max_exec_calls",
+        LimitExceeded::ExecutionBudget(bashkit::ExecutionBudgetExceeded::Deadline { .. }) => {
+            "timeout_ms"
+        }
+        _ => return None,
+    })
 }
 
 /// Describe a filesystem error for the filesystem API (`read_file/2`, ...).
@@ -90,8 +107,12 @@ mod tests {
         let msg = describe(&Error::ResourceLimit(LimitExceeded::Timeout(
             Duration::from_millis(20),
         )));
-        assert!(msg.contains("timeout"), "{msg}");
-        assert!(msg.contains("timeout_ms"), "{msg}");
+        assert_eq!(
+            msg,
+            "execution timed out after 20 ms (raise limits: [timeout_ms: ...])"
+        );
+        let msg = describe(&Error::ResourceLimit(LimitExceeded::SessionMaxExecCalls(3)));
+        assert!(msg.contains("raise limits: [max_exec_calls: ...]"), "{msg}");
     }
 
     #[test]

@@ -68,7 +68,8 @@ defmodule ExBashkit.Error do
   def wrap({:error, message}) when is_binary(message), do: {:error, from_message(message)}
 
   @doc false
-  # The atoms of exec outcomes (`outcome.rs`): a worker's frames are decoded
+  # The atoms of exec outcomes (`outcome.rs`) and `state/1`'s `:fs_usage`:
+  # a worker's frames are decoded
   # with `[:safe]`, which needs every atom to exist already.
   @spec protocol_atoms() :: [atom()]
   def protocol_atoms do
@@ -77,7 +78,8 @@ defmodule ExBashkit.Error do
       [:wall_time_us, :commands, :stdout_bytes, :stderr_bytes, :created, :modified] ++
       [:deleted, :complete, :timeout, :cancelled, :parse, :internal, :max_commands] ++
       [:max_loop_iterations, :max_total_loop_iterations, :max_function_depth] ++
-      [:timeout_ms, :max_input_bytes, :max_total_commands, :max_exec_calls]
+      [:timeout_ms, :max_input_bytes, :max_total_commands, :max_exec_calls, :fs_usage] ++
+      [:bytes, :files, :dirs]
   end
 
   defp reason(message) do

@@ -443,8 +443,12 @@ defmodule ExBashkit.Session do
   Any env/cwd/filesystem/function changes the script makes persist for the
   next call. Returns `{:ok, %ExBashkit.Result{}}` on success (a non-zero
   `exit_code` is still `{:ok, ...}`, just like a real shell) or
-  `{:error, message}` if the script could not be parsed, exceeded a limit, or
-  the interpreter itself failed. The session stays usable either way.
+  `{:error, %ExBashkit.Error{}}` if the script could not be parsed, exceeded a
+  limit, timed out, was cancelled, or the interpreter itself failed. The
+  error's `:reason` says which (`:parse`, `:limit` with the `:limits` key in
+  `:limit`, `:timeout`, `:cancelled`, `:internal`, ...), and its `:stdout` and
+  `:stderr` hold what the script wrote before it stopped. The session stays
+  usable either way.
 
   Options:
 
@@ -452,7 +456,9 @@ defmodule ExBashkit.Session do
     * `:timeout_ms` - a wall-clock limit for this call (positive integer),
       counted from the call (time queued behind other execs of the session
       included). The session's own `:timeout_ms` limit still applies; the
-      tighter one wins. Past it: `{:error, "execution timed out ..."}`.
+      tighter one wins. Past it: `{:error, %ExBashkit.Error{reason: :timeout}}`
+      (`limit: nil` for this option, `limit: :timeout_ms` for the session's).
+      `:infinity` means no per-call limit.
     * `:stream_to` - `pid` or `{pid, tag}`: send output to `pid` while the
       script runs, as `{tag, {:stdout, chunk}}` and `{tag, {:stderr, chunk}}`
       messages (default tag `:ex_bashkit_output`), in the order it was
@@ -464,7 +470,7 @@ defmodule ExBashkit.Session do
       script: O(files) time, no contents read. Default `false`.
 
   `cancel/1` from any process stops the running exec; it then returns
-  `{:error, "execution cancelled by cancel/1"}`.
+  `{:error, %ExBashkit.Error{reason: :cancelled}}`.
 
   ## Examples
 
@@ -478,8 +484,14 @@ defmodule ExBashkit.Session do
       iex> {:ok, result} = ExBashkit.Session.exec(session, "tr a-z A-Z", stdin: "shout\\n")
       iex> result.stdout
       "SHOUT\\n"
+
+      iex> session = ExBashkit.Session.new()
+      iex> {:error, error} = ExBashkit.Session.exec(session, "echo partial; sleep 5", timeout_ms: 300)
+      iex> {error.reason, error.stdout}
+      {:timeout, "partial\\n"}
   """
-  @spec exec(t(), String.t(), [exec_option()]) :: {:ok, Result.t()} | {:error, String.t()}
+  @spec exec(t(), String.t(), [exec_option()] | map()) ::
+          {:ok, Result.t()} | {:error, ExBashkit.Error.t()}
   def exec(session, script, opts \\ [])
 
   def exec(%__MODULE__{} = session, script, opts), do: Exec.run(session, script, opts)
@@ -490,7 +502,8 @@ defmodule ExBashkit.Session do
   The script starts when the stream is first consumed, in the consuming
   process. The stream yields `{:stdout, chunk}` and `{:stderr, chunk}` as the
   script produces them, then ends with `{:exit, exit_code}`, or with
-  `{:error, message}` if the script could not run to completion. Halting the
+  `{:error, %ExBashkit.Error{}}` if the script could not run to completion
+  (its `:stdout`/`:stderr` repeat what was already streamed). Halting the
   stream early (e.g. `Enum.take/2`) cancels the script.
 
   Accepts the options of `exec/3` except `:stream_to`.
@@ -502,16 +515,84 @@ defmodule ExBashkit.Session do
       [{:stdout, "one\\n"}, {:stderr, "two\\n"}, {:exit, 3}]
   """
   @spec stream(t(), String.t(), [exec_option()]) ::
-          Enumerable.t({:stdout | :stderr, binary()} | {:exit, integer()} | {:error, String.t()})
+          Enumerable.t(
+            {:stdout | :stderr, binary()}
+            | {:exit, integer()}
+            | {:error, ExBashkit.Error.t()}
+          )
   def stream(session, script, opts \\ [])
 
   def stream(%__MODULE__{} = session, script, opts), do: Exec.stream(session, script, opts)
 
   @doc """
+  Start `script` like `exec/3` without waiting for it: returns `{:ok, ref}` at
+  once, and the calling process later receives
+
+      {:ex_bashkit, ref, {:ok, %ExBashkit.Result{}} | {:error, %ExBashkit.Error{}}}
+
+  exactly once. With `stream: true` it first receives the output as the
+  script produces it, `{:ex_bashkit, ref, {:stdout, chunk}}` and
+  `{:ex_bashkit, ref, {:stderr, chunk}}`, in order, before the final message.
+
+  This is how a GenServer or a LiveView runs a script from a callback and
+  keeps serving its own messages meanwhile (match the messages in
+  `handle_info/2`); it is also what lets a custom builtin call back into that
+  process (`GenServer.call/3` on the process blocked in `exec/3` cannot be
+  served, see "Custom builtins" above).
+
+  Takes the options of `exec/3` (a keyword list or a map) except
+  `:stream_to`, plus `:stream` (boolean, default `false`). The script is
+  queued behind the session's other execs like any exec. `cancel/2` with the
+  `ref`, from any process, stops it (the final message is then
+  `{:error, %ExBashkit.Error{reason: :cancelled}}`); so does the death of the
+  calling process, whose exec nobody would read.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new()
+      iex> {:ok, ref} = ExBashkit.Session.exec_async(session, "echo hi")
+      iex> receive do
+      ...>   {:ex_bashkit, ^ref, {:ok, result}} -> result.stdout
+      ...> after
+      ...>   5_000 -> :timeout
+      ...> end
+      "hi\\n"
+  """
+  @spec exec_async(t(), String.t(), keyword() | map()) :: {:ok, reference()}
+  def exec_async(session, script, opts \\ [])
+
+  def exec_async(%__MODULE__{} = session, script, opts),
+    do: ExBashkit.Session.Async.start(session, script, opts)
+
+  @doc """
+  Stop the exec started by `exec_async/3` as `ref`, from any process.
+
+  The caller of `exec_async/3` then receives
+  `{:ex_bashkit, ref, {:error, %ExBashkit.Error{reason: :cancelled}}}` (with
+  the output written so far), unless the exec had already ended, in which
+  case this does nothing. Always returns `:ok`.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new()
+      iex> {:ok, ref} = ExBashkit.Session.exec_async(session, "sleep 5")
+      iex> ExBashkit.Session.cancel(session, ref)
+      :ok
+      iex> receive do
+      ...>   {:ex_bashkit, ^ref, {:error, error}} -> error.reason
+      ...> after
+      ...>   5_000 -> :timeout
+      ...> end
+      :cancelled
+  """
+  @spec cancel(t(), reference()) :: :ok
+  def cancel(%__MODULE__{}, ref) when is_reference(ref), do: ExBashkit.Session.Async.cancel(ref)
+
+  @doc """
   Stop the exec running on `session`, from any process.
 
   The script stops at its next command boundary (or budget check); that
-  `exec/3` returns `{:error, "execution cancelled by cancel/1"}`. The session
+  `exec/3` returns `{:error, %ExBashkit.Error{reason: :cancelled}}`. The session
   keeps its state as the script left it, and stays usable. Execs queued behind
   the running one are not affected. Returns `:ok` if an exec was running,
   `:idle` if none was.
@@ -949,5 +1030,6 @@ defmodule ExBashkit.Session do
 
   defp bang!(:ok), do: :ok
   defp bang!({:ok, value}), do: value
+  defp bang!({:error, %ExBashkit.Error{} = error}), do: raise(error)
   defp bang!({:error, message}), do: raise(ExBashkit.Error.from_message(message))
 end

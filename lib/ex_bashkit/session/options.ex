@@ -27,7 +27,10 @@ defmodule ExBashkit.Session.Options do
     :max_stdout_bytes,
     :max_stderr_bytes,
     :max_total_commands,
-    :max_exec_calls
+    :max_exec_calls,
+    :max_fs_bytes,
+    :max_files,
+    :max_file_bytes
   ]
 
   @known [

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bashkit::{Bash, ExecutionLimits, FileSystem, SessionLimits};
+use bashkit::{Bash, ExecutionLimits, FileSystem, FsLimits, SessionLimits};
 
 use crate::builtins::ElixirBuiltin;
 use crate::callbacks::CallbackChannel;
@@ -32,6 +32,10 @@ pub struct Limits {
     pub max_stderr_bytes: Option<u64>,
     pub max_total_commands: Option<u64>,
     pub max_exec_calls: Option<u64>,
+    /// The in-memory filesystem's quotas (bashkit's `FsLimits`).
+    pub max_fs_bytes: Option<u64>,
+    pub max_files: Option<u64>,
+    pub max_file_bytes: Option<u64>,
 }
 from_map!(Limits {
     max_commands,
@@ -44,6 +48,9 @@ from_map!(Limits {
     max_stderr_bytes,
     max_total_commands,
     max_exec_calls,
+    max_fs_bytes,
+    max_files,
+    max_file_bytes,
 });
 
 /// One host directory mount.
@@ -150,6 +157,22 @@ pub fn execution_limits(limits: &Limits) -> ExecutionLimits {
     out
 }
 
+/// The in-memory filesystem's quotas with the user's overrides applied
+/// (host mounts and `:virtual_fs` backends are not counted).
+pub fn fs_limits(limits: &Limits) -> FsLimits {
+    let mut out = FsLimits::new();
+    if let Some(v) = limits.max_fs_bytes {
+        out = out.max_total_bytes(v);
+    }
+    if let Some(v) = limits.max_files {
+        out = out.max_file_count(v);
+    }
+    if let Some(v) = limits.max_file_bytes {
+        out = out.max_file_size(v);
+    }
+    out
+}
+
 /// Cumulative limits across every exec of one session. Unset means
 /// unlimited: bashkit's default of 1000 exec calls would otherwise break a
 /// long-lived session without warning.
@@ -180,7 +203,8 @@ pub fn build_bash(
         .username(&config.username)
         .hostname(&config.hostname)
         .limits(execution_limits(&config.limits))
-        .session_limits(session_limits(&config.limits));
+        .session_limits(session_limits(&config.limits))
+        .filesystem_limits(fs_limits(&config.limits));
     for (key, value) in &config.env {
         builder = builder.env(key, value);
     }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use bashkit::{Bash, ExecOptions, FileSystem};
+use bashkit::{Bash, ExecOptions, FileSystem, FileSystemExt};
 use parking_lot::{Mutex, RwLock};
 use rustler::{Env, LocalPid, Monitor, ResourceArc, Term};
 
@@ -396,7 +396,9 @@ pub fn state(session: Arc<Session>, reply: ReplyTo) {
     runtime::spawn(async move {
         let outcome = guard::catch_future(async {
             let bash = session.bash.lock().await;
-            ShellStateView::from(bash.shell_state())
+            let mut view = ShellStateView::from(bash.shell_state());
+            view.fs_usage = bash.fs().usage();
+            view
         })
         .await;
         match outcome {
@@ -414,6 +416,9 @@ pub struct ShellStateView {
     functions: Vec<String>,
     aliases: HashMap<String, String>,
     last_exit_code: i32,
+    /// The filesystem's usage against the `max_fs_bytes` / `max_files`
+    /// limits.
+    fs_usage: bashkit::FsUsage,
 }
 
 impl From<bashkit::ShellState> for ShellStateView {
@@ -433,6 +438,7 @@ impl From<bashkit::ShellState> for ShellStateView {
             functions,
             aliases: state.aliases,
             last_exit_code: state.last_exit_code,
+            fs_usage: bashkit::FsUsage::default(),
         }
     }
 }
@@ -446,6 +452,14 @@ impl Payload for ShellStateView {
             ("functions", self.functions.clone().into()),
             ("aliases", (&self.aliases).into()),
             ("last_exit_code", self.last_exit_code.into()),
+            (
+                "fs_usage",
+                Value::map([
+                    ("bytes", self.fs_usage.total_bytes.into()),
+                    ("files", self.fs_usage.file_count.into()),
+                    ("dirs", self.fs_usage.dir_count.into()),
+                ]),
+            ),
         ]))
     }
 }

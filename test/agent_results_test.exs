@@ -269,6 +269,88 @@ defmodule ExBashkit.AgentResultsTest do
     end
   end
 
+  describe "no silent truncation" do
+    test "seq past its cap fails visibly, also inside a pipeline" do
+      s = Session.new()
+
+      assert {:ok, %Result{exit_code: 1} = r} = Session.exec(s, "seq 1 400000 > /out")
+      assert r.stderr =~ "seq: line limit (100000) exceeded"
+
+      assert {:ok, %Result{stdout: "100000\n1 0\n"} = r} =
+               Session.exec(s, "seq 1 400000 | wc -l; echo ${PIPESTATUS[@]}")
+
+      assert r.stderr =~ "seq: line limit"
+
+      assert {:ok, %Result{exit_code: 1}} =
+               Session.exec(s, "set -o pipefail; seq 1 400000 | wc -l")
+    end
+
+    test "yes past its cap fails visibly" do
+      s = Session.new()
+      assert {:ok, %Result{exit_code: 1} = r} = Session.exec(s, "yes > /out")
+      assert r.stderr =~ "yes:"
+      assert r.stderr =~ "limit"
+    end
+  end
+
+  describe "filesystem quotas" do
+    test "max_files: the write past it fails, usage is in state/1" do
+      s = Session.new(limits: [max_files: 3])
+
+      assert {:ok, %Result{} = r} =
+               Session.exec(s, "for i in 1 2 3 4; do echo x > /f$i || echo failed $i; done")
+
+      assert r.stdout == "failed 4\n"
+      assert r.stderr != ""
+      assert %{files: 3, bytes: 6} = Session.state(s).fs_usage
+    end
+
+    test "max_file_bytes and max_fs_bytes" do
+      s = Session.new(limits: [max_file_bytes: 10, max_fs_bytes: 25])
+
+      assert {:ok, %Result{exit_code: 0}} = Session.exec(s, "printf 0123456789 > /a")
+      assert {:ok, %Result{exit_code: e}} = Session.exec(s, "printf 0123456789X > /b")
+      assert e != 0
+      assert {:ok, %Result{exit_code: 0}} = Session.exec(s, "printf 0123456789 > /c")
+      assert {:ok, %Result{exit_code: e}} = Session.exec(s, "printf 0123456789 > /d")
+      assert e != 0
+      assert Session.state(s).fs_usage.bytes == 20
+      assert {:error, _} = Session.write_file(s, "/e", String.duplicate("x", 11))
+    end
+
+    test "the quota keys are validated like the other limits" do
+      assert_raise ArgumentError, ~r/max_files/, fn -> Session.new(limits: [max_files: -1]) end
+    end
+  end
+
+  describe "what persists between execs" do
+    test "variables, functions, aliases, shopt and cwd persist" do
+      s = Session.new()
+
+      {:ok, _} = Session.exec(s, "x=1; a=(p q); f() { echo f; }; shopt -s extglob; cd /tmp")
+
+      assert {:ok, %Result{stdout: "1 q f /tmp\n"}} =
+               Session.exec(s, "echo $x ${a[1]} $(f) $(pwd)")
+
+      assert {:ok, %Result{stdout: "extglob on\n"}} = Session.exec(s, "shopt extglob")
+    end
+
+    test "$?, set options and traps start fresh in each exec, as documented" do
+      s = Session.new()
+
+      {:ok, _} = Session.exec(s, "false")
+      assert Session.state(s).last_exit_code == 1
+      assert {:ok, %Result{stdout: "0\n"}} = Session.exec(s, "echo $?")
+
+      {:ok, _} = Session.exec(s, "set -euo pipefail; trap 'echo bye' EXIT")
+
+      assert {:ok, %Result{stdout: "0\nafter\n"}} =
+               Session.exec(s, "false | true; echo $?; false; echo after")
+
+      assert {:ok, %Result{stdout: "[]\n"}} = Session.exec(s, "echo \"[$undefined_var]\"")
+    end
+  end
+
   defmodule Owner do
     @moduledoc false
     # A GenServer whose session's builtin asks the GenServer itself.

@@ -4,9 +4,17 @@ defmodule ExBashkit.Session do
 
   Unlike `ExBashkit.exec/1`, which runs each script in a fresh interpreter, a
   session is a long-lived `bashkit::Bash` whose state carries across calls:
-  environment variables, the current working directory, the in-memory virtual
-  filesystem, shell functions and aliases all persist from one `exec/2` to the
-  next, exactly as in an interactive shell.
+  environment variables, shell variables and arrays, the current working
+  directory, the in-memory virtual filesystem, shell functions, aliases and
+  `shopt` settings all persist from one `exec/2` to the next.
+
+  What bash keeps only for the length of a script does not: every exec starts
+  with `$?` at `0`, no traps, and the `set` options (`-e`, `-u`, `-x`,
+  `-o pipefail`, ...) off. bashkit resets them between execs by design, so one
+  script cannot leave a trap or `set -e` behind for the next; snapshots do
+  not carry them either. Start each script that needs them with, e.g.,
+  `set -euo pipefail`. `state/1`'s `last_exit_code` is the status the last
+  exec ended with.
 
   The handle is opaque. Hold it for as long as you want the state to live; it is
   reclaimed when it is garbage-collected. A session serializes its own calls:
@@ -96,8 +104,10 @@ defmodule ExBashkit.Session do
 
   bashkit already bounds execution with safe defaults; `:limits` tightens them
   for untrusted scripts. Each key is optional; unset keys keep bashkit's
-  default. When a script exceeds a limit, `exec/2` returns `{:error, message}`
-  and the session stays usable.
+  default. When a script exceeds a limit, `exec/2` returns
+  `{:error, %ExBashkit.Error{reason: :limit, limit: key}}` (`reason: :timeout`
+  for `:timeout_ms`), with the output written until then, and the session
+  stays usable.
 
       session = ExBashkit.Session.new(limits: [max_commands: 1_000, timeout_ms: 2_000])
 
@@ -118,8 +128,37 @@ defmodule ExBashkit.Session do
       exec of the session (default unlimited), so work cannot dodge the
       per-script limits by being split across calls.
 
+    * `:max_fs_bytes`, `:max_files`, `:max_file_bytes` - quotas of the
+      in-memory filesystem: total bytes of all files (default 100,000,000),
+      number of files, directories excluded (default 10,000), and the size of
+      one file (default 10,000,000). A write past them fails that command
+      (non-zero exit, a message on stderr), as a full disk would; host mounts
+      and `:virtual_fs` backends are not counted. `state/1` reports the usage
+      as `fs_usage`.
+
   Count limits must be non-negative integers (a value past the platform maximum
   means "unlimited"); unknown keys raise `ArgumentError`.
+
+  Some commands have fixed caps of their own in bashkit 0.20 that no limit
+  raises. Each one stops the command with a non-zero exit status and a stderr
+  line naming the cap, never a silently shortened output (inside a pipeline,
+  the status is the pipeline's, as in bash: use `set -o pipefail` or
+  `${PIPESTATUS[@]}`):
+
+  | command | cap | when reached |
+  |---|---|---|
+  | `seq` | 100,000 lines or 1 MiB of output | output so far, exit 1, `seq: line limit (100000) exceeded; output truncated` |
+  | `yes` | 10,000 lines or 1 MiB | likewise, `yes: ...` |
+  | `find` | 1 MiB of output | exit 1, stderr names the cap |
+  | `awk` | 10 MB of output, 16 MiB per string | the program fails, exit 2 |
+  | `expand`, `numfmt` | 1 MiB of output | exit 1, `output exceeds byte limit` |
+  | `dd` | 64 MiB moved | stops, `dd: stopped after ... bytes (bashkit dd limit)` |
+  | `sed` | 1,000 branch steps per input line | a `sed: warning: branch/label loop limit` line |
+  | `sleep` | 60 seconds | sleeps 60 s (use the exec's `:timeout_ms` for the wall clock) |
+  | `timeout` | 300 seconds | the duration is lowered to 300 s |
+
+  The cumulative and per-script limits above are how to bound the work of a
+  script as a whole.
 
   ## Virtual filesystem
 
@@ -365,6 +404,9 @@ defmodule ExBashkit.Session do
           | :max_stderr_bytes
           | :max_total_commands
           | :max_exec_calls
+          | :max_fs_bytes
+          | :max_files
+          | :max_file_bytes
 
   @typedoc "Access mode for a host directory mount."
   @type mount_mode :: :read_only | :read_write
@@ -613,9 +655,11 @@ defmodule ExBashkit.Session do
   for a running exec to end).
 
   `%{env: %{name => value}, variables: %{name => value}, cwd: path,
-  functions: [name], aliases: %{name => expansion}, last_exit_code: integer}`.
+  functions: [name], aliases: %{name => expansion}, last_exit_code: integer,
+  fs_usage: %{bytes: n, files: n, dirs: n}}`.
   `env` holds exported variables; `variables` every shell variable (exported
-  ones too, and bash's own such as `PWD`).
+  ones too, and bash's own such as `PWD`). `fs_usage` is the filesystem's use
+  of the `:max_fs_bytes` and `:max_files` limits (see "Resource limits").
 
   ## Examples
 
@@ -631,7 +675,12 @@ defmodule ExBashkit.Session do
           cwd: String.t(),
           functions: [String.t()],
           aliases: %{optional(String.t()) => String.t()},
-          last_exit_code: integer()
+          last_exit_code: integer(),
+          fs_usage: %{
+            bytes: non_neg_integer(),
+            files: non_neg_integer(),
+            dirs: non_neg_integer()
+          }
         }
   def state(%__MODULE__{resource: resource, location: location}) do
     {:ok, ref} = Backend.submit(resource, location, :state, [])

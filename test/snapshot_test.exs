@@ -458,7 +458,10 @@ defmodule ExBashkit.SnapshotTest do
       target = restore!(Session.new(limits: [max_commands: 5]), snapshot!(source))
 
       assert run!(target, "echo $x").stdout == "from-source\n"
-      assert {:error, message} = Session.exec(target, "for i in 1 2 3 4 5 6 7 8; do :; done")
+
+      assert {:error, %{message: message}} =
+               Session.exec(target, "for i in 1 2 3 4 5 6 7 8; do :; done")
+
       assert message =~ "max_commands"
 
       # And the other way round: a limited source does not limit the target.
@@ -475,7 +478,7 @@ defmodule ExBashkit.SnapshotTest do
 
       assert {:ok, _} = Session.exec(target, "true")
       assert {:ok, _} = Session.exec(target, "true")
-      assert {:error, message} = Session.exec(target, "true")
+      assert {:error, %{message: message}} = Session.exec(target, "true")
       assert message =~ "exec() call limit exceeded (7 calls)"
     end
 

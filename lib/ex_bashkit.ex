@@ -54,10 +54,10 @@ defmodule ExBashkit do
   def exec(script, opts \\ [])
 
   def exec(script, opts) when opts == [] or opts == %{} do
-    script = Session.script!(script, "ExBashkit.exec/2")
+    script = Session.Exec.script!(script, "ExBashkit.exec/2")
     isolation = Session.Options.default_isolation()
 
-    with :ok <- Session.check_script(script),
+    with :ok <- Session.Exec.check_script(script),
          {:ok, ref} <- Backend.exec_once(script, isolation, %{}) do
       Callbacks.await(ref, Callbacks.no_callbacks())
     else
@@ -67,7 +67,7 @@ defmodule ExBashkit do
 
   # With options, a throwaway session: its `:limits`, the call's options.
   def exec(script, opts) when is_list(opts) or is_map(opts) do
-    script = Session.script!(script, "ExBashkit.exec/2")
+    script = Session.Exec.script!(script, "ExBashkit.exec/2")
     {limits, call} = opts |> Enum.to_list() |> Keyword.pop(:limits, [])
 
     Session.new(limits: limits) |> Session.exec(script, call)

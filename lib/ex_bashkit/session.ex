@@ -132,9 +132,10 @@ defmodule ExBashkit.Session do
       in-memory filesystem: total bytes of all files (default 100,000,000),
       number of files, directories excluded (default 10,000), and the size of
       one file (default 10,000,000). A write past them fails that command
-      (non-zero exit, a message on stderr), as a full disk would; host mounts
-      and `:virtual_fs` backends are not counted. `state/1` reports the usage
-      as `fs_usage`.
+      (non-zero exit, a message on stderr), as a full disk would. Host mounts
+      and `:virtual_fs` backends are not counted, but `:max_file_bytes` also
+      bounds one read from a host mount. `state/1` reports the usage as
+      `fs_usage`.
 
   Count limits must be non-negative integers (a value past the platform maximum
   means "unlimited"); unknown keys raise `ArgumentError`.

@@ -124,14 +124,6 @@ defmodule ExBashkit.Server.Op do
     end
   end
 
-  defp queue_timeout do
-    {:error,
-     %ExBashkit.Error{
-       reason: :timeout,
-       message: "execution timed out (the :timeout_ms passed in the server's queue)"
-     }}
-  end
-
   defp do_run(:state, _from, _arrived, session, _server), do: Session.state(session)
   defp do_run(:reset, _from, _arrived, session, _server), do: Session.reset(session)
 
@@ -172,4 +164,12 @@ defmodule ExBashkit.Server.Op do
     do: send(consumer, {tag, {:done, reply}})
 
   defp deliver(_request, from, reply), do: GenServer.reply(from, reply)
+
+  defp queue_timeout do
+    {:error,
+     %ExBashkit.Error{
+       reason: :timeout,
+       message: "execution timed out (the :timeout_ms passed in the server's queue)"
+     }}
+  end
 end

@@ -13,12 +13,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use bashkit::{Bash, ExecOptions, FileSystem, FileSystemExt};
+use bashkit::{Bash, ExecOptions, FileSystem};
 use parking_lot::{Mutex, RwLock};
 use rustler::{Env, LocalPid, Monitor, ResourceArc, Term};
 
 use crate::callbacks::CallbackChannel;
-use crate::changes::{self, Changes};
+use crate::changes;
 use crate::error::NifResult;
 use crate::interrupt::Interrupt;
 use crate::options::{self, SessionConfig};

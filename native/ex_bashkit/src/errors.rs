@@ -10,14 +10,33 @@ pub fn describe(error: &Error) -> String {
     match error {
         Error::ResourceLimit(limit) => describe_limit(limit),
         Error::Cancelled => "execution cancelled".to_string(),
-        other => other.to_string(),
+        other => match session_limit_key(other) {
+            Some(key) => format!("{other} (raise limits: [{key}: ...])"),
+            None => other.to_string(),
+        },
+    }
+}
+
+/// bashkit reports its cumulative session caps as execution errors, not
+/// `ResourceLimit`s: the `:limits` key they correspond to, read from the
+/// text (pinned by `session_caps_name_their_key` below).
+pub fn session_limit_key(error: &Error) -> Option<&'static str> {
+    match error {
+        Error::Execution(text) if text.contains("session exec() call limit exceeded") => {
+            Some("max_exec_calls")
+        }
+        Error::Execution(text) if text.contains("session command limit exceeded") => {
+            Some("max_total_commands")
+        }
+        _ => None,
     }
 }
 
 fn describe_limit(limit: &LimitExceeded) -> String {
     if let LimitExceeded::Timeout(after)
-    | LimitExceeded::ExecutionBudget(bashkit::ExecutionBudgetExceeded::Deadline { limit: after }) =
-        limit
+    | LimitExceeded::ExecutionBudget(bashkit::ExecutionBudgetExceeded::Deadline {
+        limit: after,
+    }) = limit
     {
         return format!(
             "execution timed out after {} ms (raise limits: [timeout_ms: ...])",
@@ -113,6 +132,15 @@ mod tests {
         );
         let msg = describe(&Error::ResourceLimit(LimitExceeded::SessionMaxExecCalls(3)));
         assert!(msg.contains("raise limits: [max_exec_calls: ...]"), "{msg}");
+    }
+
+    #[test]
+    fn session_caps_name_their_key() {
+        let err = Error::Execution("session exec() call limit exceeded (1 calls)".into());
+        assert_eq!(session_limit_key(&err), Some("max_exec_calls"));
+        assert!(describe(&err).ends_with("(raise limits: [max_exec_calls: ...])"));
+        let err = Error::Execution("session command limit exceeded (9 total commands)".into());
+        assert_eq!(session_limit_key(&err), Some("max_total_commands"));
     }
 
     #[test]

@@ -88,7 +88,10 @@ impl Payload for ExecFailure {
                 ("__struct__", Value::atom("Elixir.ExBashkit.Error")),
                 ("__exception__", true.into()),
                 ("reason", Value::atom(self.reason)),
-                ("limit", self.limit.map(Value::atom).unwrap_or_else(Value::nil)),
+                (
+                    "limit",
+                    self.limit.map(Value::atom).unwrap_or_else(Value::nil),
+                ),
                 ("message", self.message.clone().into()),
                 ("stdout", Value::bin(&self.stdout)),
                 ("stderr", Value::bin(&self.stderr)),
@@ -155,7 +158,10 @@ fn classify(error: &Error) -> ExecFailure {
             Some("timeout_ms") => ("timeout", Some("timeout_ms")),
             key => ("limit", key),
         },
-        _ => ("internal", None),
+        other => match errors::session_limit_key(other) {
+            Some(key) => ("limit", Some(key)),
+            None => ("internal", None),
+        },
     };
     ExecFailure {
         reason,

@@ -348,11 +348,8 @@ pub fn exec_once_job(
                     let bash = used.insert(bash);
                     ticket.start(bash.cancellation_token(), Arc::clone(&interrupt));
                     let partial = Partial::shared();
-                    let options = bashkit_options(
-                        &mut ExecCallOptions::default(),
-                        &reply.caller(),
-                        &partial,
-                    );
+                    let options =
+                        bashkit_options(&mut ExecCallOptions::default(), &reply.caller(), &partial);
                     let metering = Metering::start(bash);
                     let result = bash.exec_with_options(&script, options).await;
                     let metrics = metering.stop(bash);

@@ -112,6 +112,34 @@ defmodule ExBashkit.ShellTest do
     end
   end
 
+  describe "on an ExBashkit.Server" do
+    test "by pid or name: commands are the server's execs, meta-commands act on it" do
+      name = :"shell_server_#{System.unique_integer([:positive])}"
+      {:ok, pid} = ExBashkit.Server.start_link(name: name, env: [FROM: "server"])
+
+      {out, _, {:ok, 0}} = piped(pid, "echo $FROM\nexport LEFT=behind\ncd /tmp\n")
+      assert out == "server\n"
+      assert {:ok, %{stdout: "behind /tmp\n"}} = ExBashkit.Server.exec(pid, "echo $LEFT $(pwd)")
+
+      {out, _, {:ok, 0}} = piped(name, "%state\n%reset\necho \"[$LEFT]\"\n")
+      assert out =~ "LEFT=behind"
+      assert out =~ "[]\n"
+      assert {:ok, %{stdout: "/\n"}} = ExBashkit.Server.exec(pid, "pwd")
+
+      path = tmp_file("server.snap")
+
+      {_, _, {:ok, 0}} =
+        piped(name, "export KEPT=1\n%snapshot #{path}\nexport KEPT=2\n%restore #{path}\n")
+
+      assert {:ok, %{stdout: "1\n"}} = ExBashkit.Server.exec(name, "echo $KEPT")
+    end
+
+    test "a pid or name that is not a server is refused" do
+      assert_raise ArgumentError, ~r/not an ExBashkit.Server/, fn -> Shell.start(self()) end
+      assert_raise ArgumentError, ~r/no ExBashkit.Server/, fn -> Shell.start(:no_such_server) end
+    end
+  end
+
   describe "in a terminal" do
     test "prompt follows cd, continuation prompt, exit code shown, stderr in red" do
       input =

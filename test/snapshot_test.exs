@@ -77,6 +77,7 @@ defmodule ExBashkit.SnapshotTest do
       # `fs_usage` counts what bashkit allocated, which a restore need not repeat.
       assert Map.delete(Session.state(target), :fs_usage) ==
                Map.delete(Session.state(source), :fs_usage)
+
       assert %{last_exit_code: 1, functions: ["greet"]} = Session.state(target)
 
       expected = dump(source)

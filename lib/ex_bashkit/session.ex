@@ -41,54 +41,7 @@ defmodule ExBashkit.Session do
 
   `new/1` accepts options that seed the session's initial state:
 
-    * `:env` - a map or keyword list of environment variables to pre-set. Keys
-      and values are stringified (`env: %{"LANG" => "C"}` or `env: [LANG: "C"]`);
-      keys must be shell variable names (`[A-Za-z_][A-Za-z0-9_]*`).
-    * `:cwd` - the starting working directory (default `/`); created if missing,
-      normalized (`/a/./b/` is `/a/b`); `..` in it, or a path that is a file,
-      raises.
-    * `:username` - the virtual username reported by `whoami`/`id` (default
-      `"sandbox"`). No whitespace, control characters, `:`, `/` or `\\`
-      (it is written into the virtual `/etc/passwd`); the same for `:hostname`.
-    * `:hostname` - the virtual hostname reported by `hostname`/`uname -n`
-      (default `"bashkit-sandbox"`).
-    * `:files` - a map (or keyword list) of `path => content` to seed into the
-      virtual filesystem before the first call, creating parent directories as
-      needed. Content is any `t:iodata/0`. Equivalent to calling `write_file/3`
-      for each entry.
-    * `:mounts` - a list of `{vfs_path, host_path, mode}` tuples mapping a real
-      host directory into the sandbox, `mode` being `:read_only` or
-      `:read_write` (see "Host mounts" below). A `vfs_path` (like a
-      `:virtual_fs` mount path) must be written normalized: `"/a/./b"`,
-      `"/a/../b"`, `"//x"` or a trailing `/` raise, and one path given twice
-      (in any spelling) is a conflict.
-    * `:allowed_mount_paths` - host paths under which mounts are allowed; once
-      set, it replaces the built-in denylist of sensitive locations (see
-      "Host mounts").
-    * `:limits` - a keyword list or map of resource limits enforced during
-      execution (see "Resource limits" below).
-    * `:builtins` - a map of `name => fun` registering Elixir-defined virtual
-      executables a script can invoke (see "Custom builtins" below).
-    * `:builtin_timeout_ms` - how long a single custom-builtin back-call may
-      run before it is abandoned and its process killed (positive integer up
-      to 4 294 967 295, default `30_000`). Also bounds `:virtual_fs`
-      back-calls.
-    * `:max_reply_bytes` - the most bytes one back-call may send back into
-      the interpreter: a builtin's stdout plus stderr, a `:virtual_fs` read,
-      a listing (names plus 64 bytes per entry), an error message (positive
-      integer, default `10_000_000`; there is no unlimited). Over it, that
-      command fails with a message naming `:max_reply_bytes`, and the data
-      is never copied into the interpreter.
-    * `:virtual_fs` - a map of `mount_path => backend` mounting Elixir-backed
-      filesystems whose reads and writes are serviced by your application
-      (see "Virtual filesystem backends" below and `ExBashkit.VirtualFs`).
-    * `:allow_net` - a list of URL patterns `curl`, `wget` and `http` may reach,
-      or `:all` (see "Network access" below). Omitted, there is no network.
-    * `:block_private_ips` - refuse requests to private and reserved addresses
-      even when allowlisted (default `true`; see "Network access").
-    * `:python` - `true` (or `[name: ...]` / `[names: [...]]`) to register a
-      sandboxed `python`/`python3` builtin that shares the session filesystem
-      (see `ExBashkit.Python` for what it can and cannot do).
+  #{ExBashkit.Session.Options.docs()}
 
   A malformed option raises `ArgumentError` naming the option.
 
@@ -111,51 +64,27 @@ defmodule ExBashkit.Session do
 
       session = ExBashkit.Session.new(limits: [max_commands: 1_000, timeout_ms: 2_000])
 
-    * `:max_commands` - total commands one script may run (fuel; default 10,000).
-      Assignments count too.
-    * `:max_loop_iterations` - iterations of any single loop (default 10,000).
-    * `:max_total_loop_iterations` - iterations across all loops, defeating the
-      nested-loop multiplication trick (default 1,000,000).
-    * `:max_function_depth` - recursion depth (default and ceiling 16: bashkit
-      0.20 caps it there whatever you ask for).
-    * `:max_input_bytes` - maximum script size in bytes (default 10,000,000).
-    * `:timeout_ms` - wall-clock execution timeout in milliseconds (default
-      30,000; must be >= 1). It holds even for a script that never yields.
-    * `:max_stdout_bytes`, `:max_stderr_bytes` - output caps (default 1 MiB
-      each); output past the cap is dropped and the result says so
-      (`stdout_truncated`/`stderr_truncated`).
-    * `:max_total_commands`, `:max_exec_calls` - cumulative caps across every
-      exec of the session (default unlimited), so work cannot dodge the
-      per-script limits by being split across calls.
-
-    * `:max_fs_bytes`, `:max_files`, `:max_file_bytes` - quotas of the
-      in-memory filesystem: total bytes of all files (default 100,000,000),
-      number of files, directories excluded (default 10,000), and the size of
-      one file (default 10,000,000). A write past them fails that command
-      (non-zero exit, a message on stderr), as a full disk would. Host mounts
-      and `:virtual_fs` backends are not counted, but `:max_file_bytes` also
-      bounds one read from a host mount. `state/1` reports the usage as
-      `fs_usage`.
+  #{ExBashkit.Session.Options.limits_docs()}
 
   Count limits must be non-negative integers (a value past the platform maximum
   means "unlimited"); unknown keys raise `ArgumentError`.
 
   Some commands have fixed caps of their own in bashkit 0.20 that no limit
-  raises. Each one stops the command with a non-zero exit status and a stderr
-  line naming the cap, never a silently shortened output (inside a pipeline,
-  the status is the pipeline's, as in bash: use `set -o pipefail` or
-  `${PIPESTATUS[@]}`):
+  raises. Reaching one is never a silently shortened answer: the command says
+  so on stderr, and those marked "exit 1" fail (inside a pipeline the status
+  is the pipeline's, as in bash: use `set -o pipefail` or `${PIPESTATUS[@]}`).
+  Checked by `test/agent_results_test.exs` for `seq` and `yes`:
 
   | command | cap | when reached |
   |---|---|---|
   | `seq` | 100,000 lines or 1 MiB of output | output so far, exit 1, `seq: line limit (100000) exceeded; output truncated` |
   | `yes` | 10,000 lines or 1 MiB | likewise, `yes: ...` |
-  | `find` | 1 MiB of output | exit 1, stderr names the cap |
-  | `awk` | 10 MB of output, 16 MiB per string | the program fails, exit 2 |
-  | `expand`, `numfmt` | 1 MiB of output | exit 1, `output exceeds byte limit` |
-  | `dd` | 64 MiB moved | stops, `dd: stopped after ... bytes (bashkit dd limit)` |
-  | `sed` | 1,000 branch steps per input line | a `sed: warning: branch/label loop limit` line |
-  | `sleep` | 60 seconds | sleeps 60 s (use the exec's `:timeout_ms` for the wall clock) |
+  | `numfmt`, `history` | 1 MiB of output | likewise |
+  | `find`, `expand` | 1 MiB of output | exit 1, stderr names the cap |
+  | `awk` | 10 MB of output, 10,000 iterations of one loop, 16 MiB per string | `awk: fatal: ...`, exit 2 |
+  | `dd` | 64 MiB moved (the session's 32 MB budget of intermediate bytes usually stops it first: `{:error, %ExBashkit.Error{reason: :limit}}`) | `dd: stopped after ... bytes (bashkit dd limit)` |
+  | `sed` | 1,000 branch steps per input line | exit 0 with `sed: warning: branch/label loop limit (1000) reached` |
+  | `sleep` | 60 seconds | sleeps 60 s, silently (the exec's `:timeout_ms` bounds wall clock) |
   | `timeout` | 300 seconds | the duration is lowered to 300 s |
 
   The cumulative and per-script limits above are how to bound the work of a
@@ -436,6 +365,7 @@ defmodule ExBashkit.Session do
           | {:max_reply_bytes, pos_integer()}
           | {:virtual_fs, %{optional(Path.t()) => virtual_fs_spec()}}
           | {:python, boolean() | keyword()}
+          | {:isolation, :process | :in_node}
 
   @typedoc "An option accepted by `exec/3`."
   @type exec_option ::

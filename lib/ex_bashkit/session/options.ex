@@ -17,42 +17,231 @@ defmodule ExBashkit.Session.Options do
 
   @u64_max 0xFFFF_FFFF_FFFF_FFFF
 
-  @limit_keys [
-    :max_commands,
-    :max_loop_iterations,
-    :max_total_loop_iterations,
-    :max_function_depth,
-    :max_input_bytes,
-    :timeout_ms,
-    :max_stdout_bytes,
-    :max_stderr_bytes,
-    :max_total_commands,
-    :max_exec_calls,
-    :max_fs_bytes,
-    :max_files,
-    :max_file_bytes
-  ]
-
-  @known [
-    :env,
-    :cwd,
-    :username,
-    :hostname,
-    :files,
-    :mounts,
-    :allowed_mount_paths,
-    :limits,
-    :allow_net,
-    :block_private_ips,
-    :builtins,
-    :builtin_timeout_ms,
-    :virtual_fs,
-    :python,
-    :isolation,
-    :max_reply_bytes
-  ]
-
+  # bashkit 0.20 caps function depth at 16 whatever it is told.
   @max_function_depth 16
+
+  # The one declaration of `:limits`: key, default (as documented: bashkit's
+  # own when nil is sent) and doc. The key list, the validation and the docs
+  # list in `ExBashkit.Session` are derived from it.
+  @limits [
+    max_commands: {"10,000", "total commands one script may run (fuel). Assignments count too."},
+    max_loop_iterations: {"10,000", "iterations of any single loop."},
+    max_total_loop_iterations:
+      {"1,000,000",
+       "iterations across all loops, defeating the nested-loop multiplication trick."},
+    max_function_depth:
+      {"16",
+       "recursion depth; 16 is also the ceiling (bashkit 0.20 caps it there), " <>
+         "above it `new/1` raises."},
+    max_input_bytes: {"10,000,000", "maximum script size in bytes."},
+    timeout_ms:
+      {"30,000",
+       "wall-clock execution timeout in milliseconds (must be >= 1). It holds even for a " <>
+         "script that never yields."},
+    max_stdout_bytes:
+      {"1 MiB",
+       "stdout cap; output past it is dropped and the result says so (`stdout_truncated`)."},
+    max_stderr_bytes: {"1 MiB", "stderr cap, as `:max_stdout_bytes` (`stderr_truncated`)."},
+    max_total_commands:
+      {"unlimited",
+       "commands across every exec of the session, so work cannot dodge `:max_commands` " <>
+         "by being split across calls."},
+    max_exec_calls: {"unlimited", "execs over the session's life."},
+    max_fs_bytes:
+      {"100,000,000",
+       "total bytes of all files in the in-memory filesystem; a write past it fails that " <>
+         "command (non-zero exit, stderr), as a full disk would. `state/1` reports " <>
+         "`fs_usage`."},
+    max_files: {"10,000", "files (directories excluded) in the in-memory filesystem, likewise."},
+    max_file_bytes:
+      {"10,000,000",
+       "size of one file in the in-memory filesystem; also bounds one read from a host " <>
+         "mount. Host mounts and `:virtual_fs` backends are not counted by the quotas."}
+  ]
+
+  @limit_keys Keyword.keys(@limits)
+
+  # The one declaration of `new/1`'s options, in the order the docs list
+  # them. Each entry: the key, its type and default as documented, the doc,
+  # how a given value is validated (`parse`, arity 1, or 2 to see the
+  # node-wide ceilings), and where the result goes: `:native` (the map the
+  # NIF decodes, `native/ex_bashkit/src/options.rs`; a function there
+  # transforms it first) and/or `:session` (a field the Elixir side keeps).
+  # The known-option list, defaults, validation, the native map and the
+  # options list in `ExBashkit.Session`'s docs are all derived from it: a new
+  # option is one entry here plus its field in options.rs.
+  defp schema do
+    [
+      %{
+        key: :env,
+        type: "map or keyword list",
+        default: [],
+        parse: &env!/1,
+        native: true,
+        doc:
+          "environment variables to pre-set. Keys and values are stringified " <>
+            "(`env: %{\"LANG\" => \"C\"}` or `env: [LANG: \"C\"]`); keys must be shell " <>
+            "variable names (`[A-Za-z_][A-Za-z0-9_]*`)."
+      },
+      %{
+        key: :cwd,
+        type: "path",
+        default: "/",
+        parse: &cwd!/1,
+        native: true,
+        doc:
+          "the starting working directory; created if missing, normalized (`/a/./b/` is " <>
+            "`/a/b`); `..` in it, or a path that is a file, raises."
+      },
+      %{
+        key: :username,
+        type: "string",
+        default: "sandbox",
+        parse: &name!(&1, :username),
+        native: true,
+        doc:
+          "the virtual username reported by `whoami`/`id`. No whitespace, control " <>
+            "characters, `:`, `/` or `\\` (it is written into the virtual `/etc/passwd`)."
+      },
+      %{
+        key: :hostname,
+        type: "string",
+        default: "bashkit-sandbox",
+        parse: &name!(&1, :hostname),
+        native: true,
+        doc:
+          "the virtual hostname reported by `hostname`/`uname -n`; the characters " <>
+            "`:username` refuses are refused here too."
+      },
+      %{
+        key: :files,
+        type: "map or keyword list of path => iodata",
+        default: [],
+        parse: &files!/1,
+        native: true,
+        doc:
+          "files to seed into the virtual filesystem before the first call, creating " <>
+            "parent directories as needed; the same as `write_file/3` for each entry."
+      },
+      %{
+        key: :mounts,
+        type: "list of {vfs_path, host_path, mode}",
+        default: [],
+        parse: &mounts!/1,
+        native: true,
+        doc:
+          "host directories mapped into the sandbox, `mode` being `:read_only` or " <>
+            "`:read_write` (see \"Host mounts\"). A `vfs_path` (like a `:virtual_fs` path) " <>
+            "must be written normalized: `\"/a/./b\"`, `\"/a/../b\"`, `\"//x\"` or a " <>
+            "trailing `/` raise, and one path given twice (in any spelling) is a conflict."
+      },
+      %{
+        key: :allowed_mount_paths,
+        type: "list of host paths",
+        default: nil,
+        parse: &allowed_mount_paths!/1,
+        native: true,
+        doc:
+          "host paths under which mounts are allowed; once set, it replaces the built-in " <>
+            "denylist of sensitive locations (see \"Host mounts\")."
+      },
+      %{
+        key: :limits,
+        type: "keyword list or map",
+        default: [],
+        parse: &limits!/2,
+        native: true,
+        doc: "resource limits enforced during execution (see \"Resource limits\")."
+      },
+      %{
+        key: :builtins,
+        type: "map of name => fun",
+        default: %{},
+        parse: &builtins!/1,
+        native: &Map.keys/1,
+        session: :builtins,
+        doc: "Elixir-defined virtual executables a script can invoke (see \"Custom builtins\")."
+      },
+      %{
+        key: :builtin_timeout_ms,
+        type: "positive integer",
+        default: :ceiling,
+        default_doc: "30_000, or the node-wide ceiling if lower",
+        parse: &Ceilings.builtin_timeout_ms!(&1, &2),
+        session: :callback_timeout_ms,
+        doc:
+          "how long one custom-builtin back-call may run before it is abandoned and its " <>
+            "process killed (at most 4 294 967 295). Also bounds `:virtual_fs` back-calls."
+      },
+      %{
+        key: :max_reply_bytes,
+        type: "positive integer",
+        default: :ceiling,
+        default_doc: "10_000_000, or the node-wide ceiling if lower",
+        parse: &Ceilings.max_reply_bytes!(&1, &2),
+        session: :max_reply_bytes,
+        doc:
+          "the most bytes one back-call may send back into the interpreter: a builtin's " <>
+            "stdout plus stderr, a `:virtual_fs` read, a listing (names plus 64 bytes per " <>
+            "entry), an error message (there is no unlimited). Over it, that command fails " <>
+            "with a message naming `:max_reply_bytes`, and the data is never copied into " <>
+            "the interpreter."
+      },
+      %{
+        key: :virtual_fs,
+        type: "map of mount_path => backend",
+        default: %{},
+        parse: &virtual_fs!/1,
+        native: &Map.keys/1,
+        session: :virtual_fs,
+        doc:
+          "Elixir-backed filesystems whose reads and writes your application serves (see " <>
+            "\"Virtual filesystem backends\" and `ExBashkit.VirtualFs`)."
+      },
+      %{
+        key: :allow_net,
+        type: "list of URL patterns, or :all",
+        default: nil,
+        parse: &allow_net!/1,
+        native: {:merge, fn {patterns, all} -> %{allow_net: patterns, allow_all_net: all} end},
+        doc:
+          "URL patterns `curl`, `wget` and `http` may reach, or `:all` (see \"Network " <>
+            "access\"). Omitted, there is no network."
+      },
+      %{
+        key: :block_private_ips,
+        type: "boolean",
+        default: true,
+        parse: &boolean!(&1, :block_private_ips),
+        native: true,
+        doc:
+          "refuse requests to private and reserved addresses even when allowlisted (see " <>
+            "\"Network access\")."
+      },
+      %{
+        key: :python,
+        type: "boolean or keyword list",
+        default: false,
+        parse: &python!/1,
+        native: true,
+        doc:
+          "`true` (or `[name: ...]` / `[names: [...]]`) registers a sandboxed " <>
+            "`python`/`python3` builtin that shares the session filesystem (see " <>
+            "`ExBashkit.Python`)."
+      },
+      %{
+        key: :isolation,
+        type: ":process or :in_node",
+        default: &default_isolation/0,
+        default_doc: "config `:isolation`, else `:process`",
+        parse: &isolation!/1,
+        session: :isolation,
+        doc:
+          "where the interpreter runs: a worker OS process (`:process`) or this VM " <>
+            "(`:in_node`, for trusted scripts only); see \"Isolation\" in the README."
+      }
+    ]
+  end
 
   @type parsed :: %{
           native: map(),
@@ -69,75 +258,95 @@ defmodule ExBashkit.Session.Options do
 
   @doc false
   @spec known_options() :: [atom()]
-  def known_options, do: @known
+  def known_options, do: Enum.map(schema(), & &1.key)
+
+  @doc false
+  # The options list of `ExBashkit.Session`'s moduledoc, from the schema.
+  @spec docs() :: String.t()
+  def docs do
+    Enum.map_join(schema(), "\n", fn entry ->
+      default =
+        case Map.get(entry, :default_doc, entry.default) do
+          empty when empty in [nil, [], %{}, false] -> ""
+          text when is_binary(text) and is_map_key(entry, :default_doc) -> "; default #{text}"
+          value -> "; default `#{inspect(value)}`"
+        end
+
+      bullet("`#{inspect(entry.key)}` (#{entry.type}#{default}) - #{entry.doc}")
+    end)
+  end
+
+  @doc false
+  # The limits list of `ExBashkit.Session`'s moduledoc, from `@limits`.
+  @spec limits_docs() :: String.t()
+  def limits_docs do
+    Enum.map_join(@limits, "\n", fn {key, {default, doc}} ->
+      bullet("`#{inspect(key)}` (default #{default}) - #{doc}")
+    end)
+  end
+
+  # A markdown bullet wrapped at 80 columns, indented for a moduledoc.
+  defp bullet(text) do
+    text
+    |> String.split(" ")
+    |> Enum.reduce({[], "  * "}, fn word, {lines, line} ->
+      if String.length(line) + String.length(word) + 1 > 80 and
+           String.trim(line) not in ["*", ""],
+         do: {[String.trim_trailing(line) | lines], "    " <> word <> " "},
+         else: {lines, line <> word <> " "}
+    end)
+    |> then(fn {lines, line} -> Enum.reverse([String.trim_trailing(line) | lines]) end)
+    |> Enum.join("\n")
+  end
 
   @doc false
   @spec parse!(term()) :: parsed()
   def parse!(opts) do
     opts = to_keyword!(opts, "options")
+    schema = schema()
+    known = Enum.map(schema, & &1.key)
 
-    for {key, _} <- opts, key not in @known do
+    for {key, _} <- opts, key not in known do
       raise ArgumentError,
             "unknown option #{inspect(key)} for ExBashkit.Session.new/1; " <>
-              "known options: #{Enum.map_join(@known, ", ", &inspect/1)}"
+              "known options: #{Enum.map_join(known, ", ", &inspect/1)}"
     end
 
-    builtins = builtins!(Keyword.get(opts, :builtins, %{}))
-    virtual_fs = virtual_fs!(Keyword.get(opts, :virtual_fs, %{}))
-    {timeout, max_reply_bytes, limits} = bounded_options!(opts)
-
-    {allow_net, allow_all_net} = allow_net!(Keyword.get(opts, :allow_net))
-    mounts = mounts!(Keyword.get(opts, :mounts, []))
-    check_mount_conflicts!(mounts, virtual_fs)
-
-    native = %{
-      env: env!(Keyword.get(opts, :env, [])),
-      cwd: cwd!(Keyword.get(opts, :cwd, "/")),
-      username: name!(Keyword.get(opts, :username, "sandbox"), :username),
-      hostname: name!(Keyword.get(opts, :hostname, "bashkit-sandbox"), :hostname),
-      files: files!(Keyword.get(opts, :files, [])),
-      limits: limits,
-      mounts: mounts,
-      allowed_mount_paths: allowed_mount_paths!(Keyword.get(opts, :allowed_mount_paths)),
-      allow_net: allow_net,
-      allow_all_net: allow_all_net,
-      block_private_ips:
-        boolean!(Keyword.get(opts, :block_private_ips, true), :block_private_ips),
-      builtins: Map.keys(builtins),
-      virtual_fs: Map.keys(virtual_fs),
-      python: python!(Keyword.get(opts, :python, false))
-    }
-
-    python_conflict!(native.python, builtins)
-
-    %{
-      native: native,
-      isolation: isolation!(Keyword.get(opts, :isolation, default_isolation())),
-      builtins: builtins,
-      virtual_fs: virtual_fs,
-      callback_timeout_ms: timeout,
-      max_reply_bytes: max_reply_bytes
-    }
-  end
-
-  # The options bounded by the node-wide ceilings (`ExBashkit.Session.Ceilings`):
-  # the back-call timeout, the reply cap and the session's wall-clock limit.
-  defp bounded_options!(opts) do
     ceilings = Ceilings.read!()
 
-    timeout =
-      Ceilings.builtin_timeout_ms!(Keyword.get(opts, :builtin_timeout_ms, :default), ceilings)
+    {native, session} =
+      Enum.reduce(schema, {%{}, %{}}, fn entry, {native, session} ->
+        value = parse_entry(entry, Keyword.get(opts, entry.key, :default), ceilings)
+        {put_native(native, entry, value), put_session(session, entry, value)}
+      end)
 
-    max_reply = Ceilings.max_reply_bytes!(Keyword.get(opts, :max_reply_bytes, :default), ceilings)
-
-    limits =
-      opts
-      |> Keyword.get(:limits, [])
-      |> limits!()
-      |> Map.update!(:timeout_ms, &Ceilings.session_timeout_ms!(&1, ceilings))
-
-    {timeout, max_reply, limits}
+    check_mount_conflicts!(native.mounts, session.virtual_fs)
+    python_conflict!(native.python, session.builtins)
+    Map.put(session, :native, native)
   end
+
+  defp parse_entry(%{parse: parse}, value, ceilings) when is_function(parse, 2),
+    do: parse.(value, ceilings)
+
+  defp parse_entry(%{parse: parse} = entry, :default, _ceilings),
+    do: parse.(default_value(entry.default))
+
+  defp parse_entry(%{parse: parse}, value, _ceilings), do: parse.(value)
+
+  defp default_value(fun) when is_function(fun, 0), do: fun.()
+  defp default_value(value), do: value
+
+  defp put_native(native, %{native: true, key: key}, value), do: Map.put(native, key, value)
+
+  defp put_native(native, %{native: {:merge, fun}}, value), do: Map.merge(native, fun.(value))
+
+  defp put_native(native, %{native: fun, key: key}, value) when is_function(fun, 1),
+    do: Map.put(native, key, fun.(value))
+
+  defp put_native(native, _entry, _value), do: native
+
+  defp put_session(session, %{session: field}, value), do: Map.put(session, field, value)
+  defp put_session(session, _entry, _value), do: session
 
   @doc false
   # Where sessions run unless `:isolation` says otherwise:
@@ -351,6 +560,15 @@ defmodule ExBashkit.Session.Options do
     end
   end
 
+  # The session's wall-clock limit is bounded by the node-wide ceiling.
+  defp limits!(:default, ceilings), do: limits!([], ceilings)
+
+  defp limits!(limits, ceilings) do
+    limits
+    |> limits!()
+    |> Map.update!(:timeout_ms, &Ceilings.session_timeout_ms!(&1, ceilings))
+  end
+
   defp limits!(limits) do
     given = pairs!(limits, :limits)
 
@@ -367,8 +585,7 @@ defmodule ExBashkit.Session.Options do
         key == :timeout_ms and value < 1 ->
           raise ArgumentError, "limit :timeout_ms must be >= 1, got: #{inspect(value)}"
 
-        # bashkit 0.20 caps function depth at 16 whatever it is told: a
-        # higher value would be silently lowered.
+        # A higher value would be silently lowered.
         key == :max_function_depth and value > @max_function_depth ->
           raise ArgumentError,
                 "limit :max_function_depth can be at most #{@max_function_depth} " <>

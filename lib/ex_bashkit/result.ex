@@ -3,8 +3,8 @@ defmodule ExBashkit.Result do
   The outcome of a script that ran to completion.
 
   A non-zero `exit_code` is still a result (`{:ok, %ExBashkit.Result{}}`), as in
-  a real shell; only scripts that could not run (parse error, limit exceeded,
-  cancellation) produce `{:error, message}`.
+  a real shell; only scripts that could not run to completion (parse error,
+  limit exceeded, timeout, cancellation) produce `{:error, %ExBashkit.Error{}}`.
 
   Fields:
 
@@ -66,36 +66,4 @@ defmodule ExBashkit.Result do
           deleted: [String.t()],
           complete: boolean()
         }
-
-  @doc false
-  # Shape the native tuple into a struct.
-  @spec from_native(tuple()) :: t()
-  def from_native(
-        {stdout, stderr, exit_code, stdout_truncated, stderr_truncated, changes,
-         {commands, wall_time_us}}
-      ) do
-    %{
-      from_native({stdout, stderr, exit_code, stdout_truncated, stderr_truncated, changes})
-      | commands: commands,
-        wall_time_us: wall_time_us
-    }
-  end
-
-  def from_native({stdout, stderr, exit_code, stdout_truncated, stderr_truncated, changes}) do
-    %__MODULE__{
-      stdout: stdout,
-      stderr: stderr,
-      exit_code: exit_code,
-      stdout_truncated: stdout_truncated,
-      stderr_truncated: stderr_truncated,
-      changes: changes(changes),
-      stdout_bytes: byte_size(stdout),
-      stderr_bytes: byte_size(stderr)
-    }
-  end
-
-  defp changes(nil), do: nil
-
-  defp changes({created, modified, deleted, complete}),
-    do: %{created: created, modified: modified, deleted: deleted, complete: complete}
 end

@@ -7,9 +7,17 @@ defmodule ExBashkit.Session do
 
   Unlike `ExBashkit.exec/1`, which runs each script in a fresh interpreter, a
   session is a long-lived `bashkit::Bash` whose state carries across calls:
-  environment variables, the current working directory, the in-memory virtual
-  filesystem, shell functions and aliases all persist from one `exec/2` to the
-  next, exactly as in an interactive shell.
+  environment variables, shell variables and arrays, the current working
+  directory, the in-memory virtual filesystem, shell functions, aliases and
+  `shopt` settings all persist from one `exec/2` to the next.
+
+  What bash keeps only for the length of a script does not: every exec starts
+  with `$?` at `0`, no traps, and the `set` options (`-e`, `-u`, `-x`,
+  `-o pipefail`, ...) off. bashkit resets them between execs by design, so one
+  script cannot leave a trap or `set -e` behind for the next; snapshots do
+  not carry them either. Start each script that needs them with, e.g.,
+  `set -euo pipefail`. `state/1`'s `last_exit_code` is the status the last
+  exec ended with.
 
   The handle is opaque. Hold it for as long as you want the state to live; it is
   reclaimed when it is garbage-collected. A session serializes its own calls:
@@ -53,8 +61,10 @@ defmodule ExBashkit.Session do
 
   bashkit already bounds execution with safe defaults; `:limits` tightens them
   for untrusted scripts. Each key is optional; unset keys keep bashkit's
-  default. When a script exceeds a limit, `exec/2` returns `{:error, message}`
-  and the session stays usable.
+  default. When a script exceeds a limit, `exec/2` returns
+  `{:error, %ExBashkit.Error{reason: :limit, limit: key}}` (`reason: :timeout`
+  for `:timeout_ms`), with the output written until then, and the session
+  stays usable.
 
       session = ExBashkit.Session.new(limits: [max_commands: 1_000, timeout_ms: 2_000])
 
@@ -62,6 +72,27 @@ defmodule ExBashkit.Session do
 
   Count limits must be non-negative integers (a value past the platform maximum
   means "unlimited"); unknown keys raise `ArgumentError`.
+
+  Some commands have fixed caps of their own in bashkit 0.20 that no limit
+  raises. Reaching one is never a silently shortened answer: the command says
+  so on stderr, and those marked "exit 1" fail (inside a pipeline the status
+  is the pipeline's, as in bash: use `set -o pipefail` or `${PIPESTATUS[@]}`).
+  Checked by `test/agent_results_test.exs` for `seq` and `yes`:
+
+  | command | cap | when reached |
+  |---|---|---|
+  | `seq` | 100,000 lines or 1 MiB of output | output so far, exit 1, `seq: line limit (100000) exceeded; output truncated` |
+  | `yes` | 10,000 lines or 1 MiB | likewise, `yes: ...` |
+  | `numfmt`, `history` | 1 MiB of output | likewise |
+  | `find`, `expand` | 1 MiB of output | exit 1, stderr names the cap |
+  | `awk` | 10 MB of output, 10,000 iterations of one loop, 16 MiB per string | `awk: fatal: ...`, exit 2 |
+  | `dd` | 64 MiB moved (the session's 32 MB budget of intermediate bytes usually stops it first: `{:error, %ExBashkit.Error{reason: :limit}}`) | `dd: stopped after ... bytes (bashkit dd limit)` |
+  | `sed` | 1,000 branch steps per input line | exit 0 with `sed: warning: branch/label loop limit (1000) reached` |
+  | `sleep` | 60 seconds | sleeps 60 s, silently (the exec's `:timeout_ms` bounds wall clock) |
+  | `timeout` | 300 seconds | the duration is lowered to 300 s |
+
+  The cumulative and per-script limits above are how to bound the work of a
+  script as a whole.
 
   ## Virtual filesystem
 
@@ -307,6 +338,9 @@ defmodule ExBashkit.Session do
           | :max_stderr_bytes
           | :max_total_commands
           | :max_exec_calls
+          | :max_fs_bytes
+          | :max_files
+          | :max_file_bytes
 
   @typedoc "Access mode for a host directory mount."
   @type mount_mode :: :read_only | :read_write
@@ -386,8 +420,12 @@ defmodule ExBashkit.Session do
   Any env/cwd/filesystem/function changes the script makes persist for the
   next call. Returns `{:ok, %ExBashkit.Result{}}` on success (a non-zero
   `exit_code` is still `{:ok, ...}`, just like a real shell) or
-  `{:error, message}` if the script could not be parsed, exceeded a limit, or
-  the interpreter itself failed. The session stays usable either way.
+  `{:error, %ExBashkit.Error{}}` if the script could not be parsed, exceeded a
+  limit, timed out, was cancelled, or the interpreter itself failed. The
+  error's `:reason` says which (`:parse`, `:limit` with the `:limits` key in
+  `:limit`, `:timeout`, `:cancelled`, `:internal`, ...), and its `:stdout` and
+  `:stderr` hold what the script wrote before it stopped. The session stays
+  usable either way.
 
   Options:
 
@@ -395,7 +433,9 @@ defmodule ExBashkit.Session do
     * `:timeout_ms` - a wall-clock limit for this call (positive integer),
       counted from the call (time queued behind other execs of the session
       included). The session's own `:timeout_ms` limit still applies; the
-      tighter one wins. Past it: `{:error, "execution timed out ..."}`.
+      tighter one wins. Past it: `{:error, %ExBashkit.Error{reason: :timeout}}`
+      (`limit: nil` for this option, `limit: :timeout_ms` for the session's).
+      `:infinity` means no per-call limit.
     * `:stream_to` - `pid` or `{pid, tag}`: send output to `pid` while the
       script runs, as `{tag, {:stdout, chunk}}` and `{tag, {:stderr, chunk}}`
       messages (default tag `:ex_bashkit_output`), in the order it was
@@ -407,7 +447,7 @@ defmodule ExBashkit.Session do
       script: O(files) time, no contents read. Default `false`.
 
   `cancel/1` from any process stops the running exec; it then returns
-  `{:error, "execution cancelled by cancel/1"}`.
+  `{:error, %ExBashkit.Error{reason: :cancelled}}`.
 
   ## Examples
 
@@ -421,8 +461,14 @@ defmodule ExBashkit.Session do
       iex> {:ok, result} = ExBashkit.Session.exec(session, "tr a-z A-Z", stdin: "shout\\n")
       iex> result.stdout
       "SHOUT\\n"
+
+      iex> session = ExBashkit.Session.new()
+      iex> {:error, error} = ExBashkit.Session.exec(session, "echo partial; sleep 5", timeout_ms: 300)
+      iex> {error.reason, error.stdout}
+      {:timeout, "partial\\n"}
   """
-  @spec exec(t(), String.t(), [exec_option()]) :: {:ok, Result.t()} | {:error, String.t()}
+  @spec exec(t(), String.t(), [exec_option()] | map()) ::
+          {:ok, Result.t()} | {:error, ExBashkit.Error.t()}
   def exec(session, script, opts \\ [])
 
   def exec(%__MODULE__{} = session, script, opts), do: Exec.run(session, script, opts)
@@ -433,7 +479,8 @@ defmodule ExBashkit.Session do
   The script starts when the stream is first consumed, in the consuming
   process. The stream yields `{:stdout, chunk}` and `{:stderr, chunk}` as the
   script produces them, then ends with `{:exit, exit_code}`, or with
-  `{:error, message}` if the script could not run to completion. Halting the
+  `{:error, %ExBashkit.Error{}}` if the script could not run to completion
+  (its `:stdout`/`:stderr` repeat what was already streamed). Halting the
   stream early (e.g. `Enum.take/2`) cancels the script.
 
   Accepts the options of `exec/3` except `:stream_to`.
@@ -445,16 +492,84 @@ defmodule ExBashkit.Session do
       [{:stdout, "one\\n"}, {:stderr, "two\\n"}, {:exit, 3}]
   """
   @spec stream(t(), String.t(), [exec_option()]) ::
-          Enumerable.t({:stdout | :stderr, binary()} | {:exit, integer()} | {:error, String.t()})
+          Enumerable.t(
+            {:stdout | :stderr, binary()}
+            | {:exit, integer()}
+            | {:error, ExBashkit.Error.t()}
+          )
   def stream(session, script, opts \\ [])
 
   def stream(%__MODULE__{} = session, script, opts), do: Exec.stream(session, script, opts)
 
   @doc """
+  Start `script` like `exec/3` without waiting for it: returns `{:ok, ref}` at
+  once, and the calling process later receives
+
+      {:ex_bashkit, ref, {:ok, %ExBashkit.Result{}} | {:error, %ExBashkit.Error{}}}
+
+  exactly once. With `stream: true` it first receives the output as the
+  script produces it, `{:ex_bashkit, ref, {:stdout, chunk}}` and
+  `{:ex_bashkit, ref, {:stderr, chunk}}`, in order, before the final message.
+
+  This is how a GenServer or a LiveView runs a script from a callback and
+  keeps serving its own messages meanwhile (match the messages in
+  `handle_info/2`); it is also what lets a custom builtin call back into that
+  process (`GenServer.call/3` on the process blocked in `exec/3` cannot be
+  served, see "Custom builtins" above).
+
+  Takes the options of `exec/3` (a keyword list or a map) except
+  `:stream_to`, plus `:stream` (boolean, default `false`). The script is
+  queued behind the session's other execs like any exec. `cancel/2` with the
+  `ref`, from any process, stops it (the final message is then
+  `{:error, %ExBashkit.Error{reason: :cancelled}}`); so does the death of the
+  calling process, whose exec nobody would read.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new()
+      iex> {:ok, ref} = ExBashkit.Session.exec_async(session, "echo hi")
+      iex> receive do
+      ...>   {:ex_bashkit, ^ref, {:ok, result}} -> result.stdout
+      ...> after
+      ...>   5_000 -> :timeout
+      ...> end
+      "hi\\n"
+  """
+  @spec exec_async(t(), String.t(), keyword() | map()) :: {:ok, reference()}
+  def exec_async(session, script, opts \\ [])
+
+  def exec_async(%__MODULE__{} = session, script, opts),
+    do: ExBashkit.Session.Async.start(session, script, opts)
+
+  @doc """
+  Stop the exec started by `exec_async/3` as `ref`, from any process.
+
+  The caller of `exec_async/3` then receives
+  `{:ex_bashkit, ref, {:error, %ExBashkit.Error{reason: :cancelled}}}` (with
+  the output written so far), unless the exec had already ended, in which
+  case this does nothing. Always returns `:ok`.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new()
+      iex> {:ok, ref} = ExBashkit.Session.exec_async(session, "sleep 5")
+      iex> ExBashkit.Session.cancel(session, ref)
+      :ok
+      iex> receive do
+      ...>   {:ex_bashkit, ^ref, {:error, error}} -> error.reason
+      ...> after
+      ...>   5_000 -> :timeout
+      ...> end
+      :cancelled
+  """
+  @spec cancel(t(), reference()) :: :ok
+  def cancel(%__MODULE__{}, ref) when is_reference(ref), do: ExBashkit.Session.Async.cancel(ref)
+
+  @doc """
   Stop the exec running on `session`, from any process.
 
   The script stops at its next command boundary (or budget check); that
-  `exec/3` returns `{:error, "execution cancelled by cancel/1"}`. The session
+  `exec/3` returns `{:error, %ExBashkit.Error{reason: :cancelled}}`. The session
   keeps its state as the script left it, and stays usable. Execs queued behind
   the running one are not affected. Returns `:ok` if an exec was running,
   `:idle` if none was.
@@ -475,9 +590,11 @@ defmodule ExBashkit.Session do
   for a running exec to end).
 
   `%{env: %{name => value}, variables: %{name => value}, cwd: path,
-  functions: [name], aliases: %{name => expansion}, last_exit_code: integer}`.
+  functions: [name], aliases: %{name => expansion}, last_exit_code: integer,
+  fs_usage: %{bytes: n, files: n, dirs: n}}`.
   `env` holds exported variables; `variables` every shell variable (exported
-  ones too, and bash's own such as `PWD`).
+  ones too, and bash's own such as `PWD`). `fs_usage` is the filesystem's use
+  of the `:max_fs_bytes` and `:max_files` limits (see "Resource limits").
 
   ## Examples
 
@@ -493,7 +610,12 @@ defmodule ExBashkit.Session do
           cwd: String.t(),
           functions: [String.t()],
           aliases: %{optional(String.t()) => String.t()},
-          last_exit_code: integer()
+          last_exit_code: integer(),
+          fs_usage: %{
+            bytes: non_neg_integer(),
+            files: non_neg_integer(),
+            dirs: non_neg_integer()
+          }
         }
   def state(%__MODULE__{resource: resource, location: location}) do
     {:ok, ref} = Backend.submit(resource, location, :state, [])
@@ -932,5 +1054,6 @@ defmodule ExBashkit.Session do
 
   defp bang!(:ok), do: :ok
   defp bang!({:ok, value}), do: value
+  defp bang!({:error, %ExBashkit.Error{} = error}), do: raise(error)
   defp bang!({:error, message}), do: raise(ExBashkit.Error.from_message(message))
 end

@@ -222,28 +222,14 @@ defmodule ExBashkit.Tool do
           nil
         )
 
-      {:error, message} ->
-        if elapsed >= deadline(session, timeout) do
-          seconds = :erlang.float_to_binary(elapsed / 1000, decimals: 1)
-          note = "bashkit: execution timed out after #{seconds}s\n"
-          response(cut(stdout, false), cut(stderr, false) <> note, 124, "timeout")
-        else
-          response(cut(stdout, false), cut(stderr, false) <> message <> "\n", 1, message)
-        end
+      {:error, %ExBashkit.Error{reason: :timeout}} ->
+        seconds = :erlang.float_to_binary(elapsed / 1000, decimals: 1)
+        note = "bashkit: execution timed out after #{seconds}s\n"
+        response(cut(stdout, false), cut(stderr, false) <> note, 124, "timeout")
+
+      {:error, %ExBashkit.Error{message: message}} ->
+        response(cut(stdout, false), cut(stderr, false) <> message <> "\n", 1, message)
     end
-  end
-
-  # The earliest deadline that could have stopped the call: its own, or
-  # the session's :timeout_ms limit (the core's messages are not an API).
-  defp deadline(session, timeout) do
-    session_timeout =
-      Map.get(
-        Session.Mounts.describe(session).limits,
-        :timeout_ms,
-        Defaults.bashkit_limit(:timeout_ms)
-      )
-
-    if timeout, do: min(timeout, session_timeout), else: session_timeout
   end
 
   defp drain(tag, out, err) do

@@ -336,7 +336,8 @@ defmodule ExBashkit.Worker do
   def protocol_atoms do
     [:ex_bashkit_reply, :ex_bashkit_output, :ex_bashkit_callback, :ok, :error, nil, true] ++
       [false, :env, :variables, :cwd, :functions, :aliases, :last_exit_code, :builtin, :vfs] ++
-      [:read, :write, :append, :mkdir, :remove, :rename, :list, :stat, :file, :dir, :symlink]
+      [:read, :write, :append, :mkdir, :remove, :rename, :list, :stat, :file, :dir, :symlink] ++
+      ExBashkit.Error.protocol_atoms()
   end
 
   defp deliver(state, {tag, id, payload}) when is_integer(id) do

@@ -46,7 +46,17 @@ defmodule ExBashkit.Session.Options do
       {"unlimited",
        "commands across every exec of the session, so work cannot dodge `:max_commands` " <>
          "by being split across calls."},
-    max_exec_calls: {"unlimited", "execs over the session's life."}
+    max_exec_calls: {"unlimited", "execs over the session's life."},
+    max_fs_bytes:
+      {"100,000,000",
+       "total bytes of all files in the in-memory filesystem; a write past it fails that " <>
+         "command (non-zero exit, stderr), as a full disk would. `state/1` reports " <>
+         "`fs_usage`."},
+    max_files: {"10,000", "files (directories excluded) in the in-memory filesystem, likewise."},
+    max_file_bytes:
+      {"10,000,000",
+       "size of one file in the in-memory filesystem; also bounds one read from a host " <>
+         "mount. Host mounts and `:virtual_fs` backends are not counted by the quotas."}
   ]
 
   @limit_keys Keyword.keys(@limits)

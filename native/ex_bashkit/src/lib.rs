@@ -21,6 +21,7 @@ mod interrupt;
 mod mounts;
 mod net;
 mod options;
+mod outcome;
 mod parse;
 mod python;
 mod reply;

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bashkit::{Bash, ExecutionLimits, FileSystem, InMemoryFs, SessionLimits};
+use bashkit::{Bash, ExecutionLimits, FileSystem, FsLimits, InMemoryFs, SessionLimits};
 
 use crate::base_layer::BaseLayer;
 use crate::image::BaseImage;
@@ -36,6 +36,10 @@ pub struct Limits {
     pub max_stderr_bytes: Option<u64>,
     pub max_total_commands: Option<u64>,
     pub max_exec_calls: Option<u64>,
+    /// The in-memory filesystem's quotas (bashkit's `FsLimits`).
+    pub max_fs_bytes: Option<u64>,
+    pub max_files: Option<u64>,
+    pub max_file_bytes: Option<u64>,
 }
 from_map!(Limits {
     max_commands,
@@ -48,6 +52,9 @@ from_map!(Limits {
     max_stderr_bytes,
     max_total_commands,
     max_exec_calls,
+    max_fs_bytes,
+    max_files,
+    max_file_bytes,
 });
 
 /// One host directory mount.
@@ -142,9 +149,10 @@ pub enum Layer {
 }
 
 impl Layer {
-    /// A fresh layer for `config`: bashkit's default filesystem (limits and
-    /// the user's home as `Bash::builder()` makes them), or an overlay over
-    /// the base image.
+    /// A fresh layer for `config`: an in-memory filesystem with the
+    /// session's quotas (`:limits` `max_fs_bytes`, ...) and the user's home,
+    /// as `Bash::builder()` makes it, or an overlay over the base image
+    /// (whose quotas are the image's).
     pub fn new(config: &SessionConfig) -> Self {
         match &config.base {
             Some(BaseImage(image)) => Layer::Base(Arc::new(BaseLayer::new(
@@ -152,7 +160,7 @@ impl Layer {
                 &config.username,
             ))),
             None => {
-                let fs = InMemoryFs::with_limits(bashkit::FsLimits::default());
+                let fs = InMemoryFs::with_limits(fs_limits(&config.limits));
                 fs.add_dir(format!("/home/{}", config.username), 0o755);
                 Layer::Plain(Arc::new(fs))
             }
@@ -209,6 +217,22 @@ pub fn execution_limits(limits: &Limits) -> ExecutionLimits {
     out
 }
 
+/// The in-memory filesystem's quotas with the user's overrides applied
+/// (host mounts and `:virtual_fs` backends are not counted).
+pub fn fs_limits(limits: &Limits) -> FsLimits {
+    let mut out = FsLimits::new();
+    if let Some(v) = limits.max_fs_bytes {
+        out = out.max_total_bytes(v);
+    }
+    if let Some(v) = limits.max_files {
+        out = out.max_file_count(v);
+    }
+    if let Some(v) = limits.max_file_bytes {
+        out = out.max_file_size(v);
+    }
+    out
+}
+
 /// Cumulative limits across every exec of one session. Unset means
 /// unlimited: bashkit's default of 1000 exec calls would otherwise break a
 /// long-lived session without warning.
@@ -250,7 +274,8 @@ pub fn build_bash_on(
         .username(&config.username)
         .hostname(&config.hostname)
         .limits(execution_limits(&config.limits))
-        .session_limits(session_limits(&config.limits));
+        .session_limits(session_limits(&config.limits))
+        .filesystem_limits(fs_limits(&config.limits));
     for (key, value) in &config.env {
         builder = builder.env(key, value);
     }

@@ -13,19 +13,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use bashkit::{Bash, ExecOptions, ExecResult, FileSystem};
+use bashkit::{Bash, ExecOptions, FileSystem};
 use parking_lot::{Mutex, RwLock};
 use rustler::{Env, LocalPid, Monitor, ResourceArc, Term};
 
 use crate::callbacks::CallbackChannel;
-use crate::changes::{self, Changes};
+use crate::changes;
 use crate::error::NifResult;
 use crate::interrupt::Interrupt;
 use crate::options::{self, SessionConfig};
+use crate::outcome::{ExecOutcome, Metrics, Partial, SharedPartial};
 use crate::reply::{Caller, Payload, ReplyTo, SharedCaller};
 use crate::value::{Bytes, FromValue, Value};
 use crate::watchdog::{self, ExecTicket};
-use crate::{errors, from_map, guard, runtime};
+use crate::{from_map, guard, runtime};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 static NEXT_EXEC: AtomicU64 = AtomicU64::new(1);
@@ -248,21 +249,30 @@ impl Payload for OutputChunk<'_> {
     }
 }
 
-fn bashkit_options(call: &mut ExecCallOptions, caller: &SharedCaller) -> ExecOptions {
+/// bashkit's options for one exec. Output is always streamed into
+/// `partial` (a failed exec still returns what the script wrote) and, when
+/// the call asked for it, on to the caller as it comes.
+fn bashkit_options(
+    call: &mut ExecCallOptions,
+    caller: &SharedCaller,
+    partial: &SharedPartial,
+) -> ExecOptions {
     let mut out = ExecOptions::new();
     if let Some(Bytes(stdin)) = call.stdin.take() {
         out = out.stdin(stdin);
     }
-    if call.stream {
-        let caller = Arc::clone(caller);
-        out = out.streaming(Box::new(move |stdout, stderr| {
-            if !stdout.is_empty() || !stderr.is_empty() {
-                let chunk = OutputChunk(stdout.as_bytes(), stderr.as_bytes());
-                caller.lock().send("ex_bashkit_output", &chunk);
-            }
-        }));
-    }
-    out
+    let forward = call.stream.then(|| Arc::clone(caller));
+    let partial = Arc::clone(partial);
+    out.streaming(Box::new(move |stdout, stderr| {
+        if stdout.is_empty() && stderr.is_empty() {
+            return;
+        }
+        partial.lock().push(stdout.as_bytes(), stderr.as_bytes());
+        if let Some(caller) = &forward {
+            let chunk = OutputChunk(stdout.as_bytes(), stderr.as_bytes());
+            caller.lock().send("ex_bashkit_output", &chunk);
+        }
+    }))
 }
 
 /// Run `script` on `session` as exec `exec_id` and answer `reply` when it
@@ -277,6 +287,7 @@ pub fn exec(
 ) {
     let caller = reply.caller();
     let ticket = ExecTicket::new();
+    let partial = Partial::shared();
     session
         .tickets
         .lock()
@@ -300,7 +311,7 @@ pub fn exec(
                 true => Some(changes::scan(&bash.fs(), skip).await),
                 false => None,
             };
-            let options = bashkit_options(&mut call, &caller);
+            let options = bashkit_options(&mut call, &caller, &partial);
             let metering = Metering::start(&bash);
             let result = bash.exec_with_options(&script, options).await;
             let metrics = metering.stop(&bash);
@@ -311,7 +322,14 @@ pub fn exec(
                 )),
                 None => None,
             };
-            ExecOutcome::new(result, changes, metrics, &ticket, call.timeout_ms)
+            ExecOutcome::new(
+                result,
+                changes,
+                metrics,
+                &ticket,
+                call.timeout_ms,
+                Some(&partial),
+            )
         })
         .await;
         session.tickets.lock().remove(&exec_id);
@@ -341,12 +359,15 @@ pub fn exec_once_job(
                 Ok(bash) => {
                     let bash = used.insert(bash);
                     ticket.start(bash.cancellation_token(), Arc::clone(&interrupt));
+                    let partial = Partial::shared();
+                    let options =
+                        bashkit_options(&mut ExecCallOptions::default(), &reply.caller(), &partial);
                     let metering = Metering::start(bash);
-                    let result = bash.exec(&script).await;
+                    let result = bash.exec_with_options(&script, options).await;
                     let metrics = metering.stop(bash);
-                    ExecOutcome::new(result, None, metrics, &ticket, None)
+                    ExecOutcome::new(result, None, metrics, &ticket, None, Some(&partial))
                 }
-                Err(message) => ExecOutcome::Error(message),
+                Err(message) => ExecOutcome::error(message),
             }
         })
         .await;
@@ -356,14 +377,6 @@ pub fn exec_once_job(
         reply.finish(&outcome.unwrap_or_else(ExecOutcome::panicked));
         drop(used);
     });
-}
-
-/// What one exec cost: commands run (bashkit's cumulative counter, before
-/// and after) and wall-clock time in the interpreter, queueing excluded.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Metrics {
-    pub commands: u64,
-    pub wall_time_us: u64,
 }
 
 struct Metering {
@@ -387,77 +400,14 @@ impl Metering {
     }
 }
 
-/// What an exec ended with, ready to encode.
-pub enum ExecOutcome {
-    Ok(Box<ExecResult>, Option<Changes>, Metrics),
-    Error(String),
-}
-
-impl ExecOutcome {
-    fn new(
-        result: bashkit::Result<ExecResult>,
-        changes: Option<Changes>,
-        metrics: Metrics,
-        ticket: &ExecTicket,
-        timeout_ms: Option<u64>,
-    ) -> Self {
-        match result {
-            Ok(result) => ExecOutcome::Ok(Box::new(result), changes, metrics),
-            // Our watchdog and `cancel/1` stop a script through the same
-            // token; say which one did.
-            Err(_) if ticket.timed_out() => ExecOutcome::Error(format!(
-                "execution timed out after {} ms (exec option :timeout_ms)",
-                timeout_ms.unwrap_or_default()
-            )),
-            Err(_) if ticket.was_cancelled() => {
-                ExecOutcome::Error("execution cancelled by cancel/1".to_string())
-            }
-            Err(error) => ExecOutcome::Error(errors::describe(&error)),
-        }
-    }
-
-    fn panicked(panic: String) -> Self {
-        ExecOutcome::Error(format!("internal error in the interpreter: {panic}"))
-    }
-}
-
-impl Payload for ExecOutcome {
-    /// `{:ok, {stdout, stderr, exit_code, stdout_truncated, stderr_truncated,
-    /// changes, {commands, wall_time_us}}}` with `changes` `nil` or
-    /// `{created, modified, deleted, complete?}`; or `{:error, message}`.
-    fn to_value(&self) -> Value {
-        match self {
-            ExecOutcome::Ok(result, changes, metrics) => {
-                let changes = match changes {
-                    Some(c) => Value::tuple([
-                        c.created.clone().into(),
-                        c.modified.clone().into(),
-                        c.deleted.clone().into(),
-                        c.complete.into(),
-                    ]),
-                    None => Value::nil(),
-                };
-                Value::ok_with(Value::tuple([
-                    Value::bin(result.stdout.as_bytes()),
-                    Value::bin(result.stderr.as_bytes()),
-                    result.exit_code.into(),
-                    result.stdout_truncated.into(),
-                    result.stderr_truncated.into(),
-                    changes,
-                    Value::tuple([metrics.commands.into(), metrics.wall_time_us.into()]),
-                ]))
-            }
-            ExecOutcome::Error(message) => Value::error(message.clone()),
-        }
-    }
-}
-
 /// `state/1`: a plain view of the shell, taken between scripts.
 pub fn state(session: Arc<Session>, reply: ReplyTo) {
     runtime::spawn(async move {
         let outcome = guard::catch_future(async {
             let bash = session.bash.lock().await;
-            ShellStateView::from(bash.shell_state())
+            let mut view = ShellStateView::from(bash.shell_state());
+            view.fs_usage = bash.fs().usage();
+            view
         })
         .await;
         match outcome {
@@ -475,6 +425,9 @@ pub struct ShellStateView {
     functions: Vec<String>,
     aliases: HashMap<String, String>,
     last_exit_code: i32,
+    /// The filesystem's usage against the `max_fs_bytes` / `max_files`
+    /// limits.
+    fs_usage: bashkit::FsUsage,
 }
 
 impl From<bashkit::ShellState> for ShellStateView {
@@ -494,6 +447,7 @@ impl From<bashkit::ShellState> for ShellStateView {
             functions,
             aliases: state.aliases,
             last_exit_code: state.last_exit_code,
+            fs_usage: bashkit::FsUsage::default(),
         }
     }
 }
@@ -507,6 +461,14 @@ impl Payload for ShellStateView {
             ("functions", self.functions.clone().into()),
             ("aliases", (&self.aliases).into()),
             ("last_exit_code", self.last_exit_code.into()),
+            (
+                "fs_usage",
+                Value::map([
+                    ("bytes", self.fs_usage.total_bytes.into()),
+                    ("files", self.fs_usage.file_count.into()),
+                    ("dirs", self.fs_usage.dir_count.into()),
+                ]),
+            ),
         ]))
     }
 }

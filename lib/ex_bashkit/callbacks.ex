@@ -30,8 +30,9 @@ defmodule ExBashkit.Callbacks do
   # Failure model, the same for builtins and backends:
   #   * raise / throw / exit inside the function: caught by the worker and
   #     answered as a failure of that one command (exit 1, message on stderr);
-  #   * the handler dies any other way (killed, linked crash): the runner
-  #     sees the DOWN and answers the failure;
+  #   * the handler dies any other way (killed, linked crash, an exit of
+  #     itself with reason `:normal`): the runner sees the DOWN and answers
+  #     the failure at once;
   #   * no answer within `builtin_timeout_ms`: the runner kills the handler,
   #     waits for its death, and answers a timeout (exit 124, `etimedout`).
   #     This is the only back-call timer (Rust waits for the answer, a cancel
@@ -83,6 +84,21 @@ defmodule ExBashkit.Callbacks do
       timeout: 30_000,
       max_reply_bytes: Ceilings.default_max_reply_bytes()
     }
+  end
+
+  @doc false
+  # The sessions whose execs wait on this process (see "Re-entrancy"), for a
+  # process that waits on an exec in this one's stead (`stream/3`'s pump).
+  @spec waiting_chain() :: [reference()]
+  def waiting_chain, do: Process.get(@chain_key, [])
+
+  @doc false
+  @spec put_waiting_chain([reference()]) :: :ok
+  def put_waiting_chain([]), do: :ok
+
+  def put_waiting_chain(chain) do
+    Process.put(@chain_key, chain)
+    :ok
   end
 
   @doc false
@@ -231,16 +247,23 @@ defmodule ExBashkit.Callbacks do
 
   # -- runner -----------------------------------------------------------------
 
+  # The handler hands its answer to the runner, which replies: a handler
+  # that ends without answering (even with reason `:normal`, e.g.
+  # `Process.exit(self(), :normal)`) is then told apart from one that
+  # answered, and reported at once as exited.
   defp run(reply, job, on_failure, timeout, chain) do
+    runner = self()
+
     {pid, mref} =
       spawn_monitor(fn ->
         Process.put(@chain_key, chain)
-        reply.(job.())
+        send(runner, {:ex_bashkit_answer, self(), job.()})
       end)
 
     receive do
-      {:DOWN, ^mref, :process, ^pid, :normal} ->
-        :ok
+      {:ex_bashkit_answer, ^pid, answer} ->
+        reply.(answer)
+        Process.demonitor(mref, [:flush])
 
       {:DOWN, ^mref, :process, ^pid, reason} ->
         reply.(on_failure.({:died, reason}))

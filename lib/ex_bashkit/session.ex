@@ -326,7 +326,7 @@ defmodule ExBashkit.Session do
   `wget -q -O -`; a bundle such as `-sL` is ignored.
   """
 
-  alias ExBashkit.{Backend, Callbacks, Result}
+  alias ExBashkit.{Backend, Result}
   alias ExBashkit.Session.{Exec, Fs, Options}
 
   @enforce_keys [:resource]

@@ -131,7 +131,7 @@ defmodule ExBashkit.Security.LifecycleTest do
       assert {:error, message} = Session.state(s, timeout_ms: 100)
       assert is_binary(message)
       assert {:ok, _} = release(held)
-      assert %{cwd: "/home/user"} = Session.state(s)
+      assert %{cwd: "/"} = Session.state(s)
     end
   end
 

@@ -461,7 +461,9 @@ defmodule ExBashkit.Session do
     * `:track_changes` - `true` to fill the result's `:changes` with the files
       the exec created, modified and deleted (in-memory filesystem and host
       mounts). It lists the filesystem's metadata before and after the
-      script: O(files) time, no contents read. Default `false`.
+      script: O(files) time, no contents read, both listings bounded by the
+      call's deadline (a cut listing makes `changes.complete` `false`).
+      Default `false`.
 
   `cancel/1` from any process stops the running exec; it then returns
   `{:error, "execution cancelled by cancel/1"}`.

@@ -67,10 +67,9 @@ defmodule ExBashkit.Session.Lifecycle do
 
   @doc false
   # `{call, other_options}`: `:timeout_ms` taken out of `opts` (a keyword
-  # list or a map) and checked; the rest is left to the caller.
+  # list, as the snapshot options always were) and checked; the rest is
+  # left to the caller.
   @spec split_options!(term(), String.t()) :: {call(), keyword()}
-  def split_options!(opts, name) when is_map(opts), do: split_options!(Map.to_list(opts), name)
-
   def split_options!(opts, name) when is_list(opts) do
     unless Enum.all?(opts, &match?({key, _} when is_atom(key), &1)) do
       raise ArgumentError, "#{name} options must be a keyword list, got: #{inspect(opts)}"

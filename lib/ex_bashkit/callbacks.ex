@@ -30,8 +30,9 @@ defmodule ExBashkit.Callbacks do
   # Failure model, the same for builtins and backends:
   #   * raise / throw / exit inside the function: caught by the worker and
   #     answered as a failure of that one command (exit 1, message on stderr);
-  #   * the handler dies any other way (killed, linked crash): the runner
-  #     sees the DOWN and answers the failure;
+  #   * the handler dies any other way (killed, linked crash, an exit of
+  #     itself with reason `:normal`): the runner sees the DOWN and answers
+  #     the failure at once;
   #   * no answer within `builtin_timeout_ms`: the runner kills the handler,
   #     waits for its death, and answers a timeout (exit 124, `etimedout`).
   #     This is the only back-call timer (Rust waits for the answer, a cancel
@@ -88,6 +89,21 @@ defmodule ExBashkit.Callbacks do
       timeout: Defaults.get(:builtin_timeout_ms),
       max_reply_bytes: Defaults.get(:max_reply_bytes)
     }
+  end
+
+  @doc false
+  # The sessions whose execs wait on this process (see "Re-entrancy"), for a
+  # process that waits on an exec in this one's stead (`stream/3`'s pump).
+  @spec waiting_chain() :: [reference()]
+  def waiting_chain, do: Process.get(@chain_key, [])
+
+  @doc false
+  @spec put_waiting_chain([reference()]) :: :ok
+  def put_waiting_chain([]), do: :ok
+
+  def put_waiting_chain(chain) do
+    Process.put(@chain_key, chain)
+    :ok
   end
 
   @doc false
@@ -213,10 +229,10 @@ defmodule ExBashkit.Callbacks do
     handler =
       spawn(fn ->
         receive do
-          :ex_bashkit_go ->
+          {:ex_bashkit_go, runner} ->
             Process.put(@chain_key, chain)
             Process.put(:"$callers", callers)
-            reply.(job.())
+            send(runner, {:ex_bashkit_answer, self(), job.()})
         after
           @stop_wait_ms -> :ok
         end
@@ -272,13 +288,18 @@ defmodule ExBashkit.Callbacks do
 
   # -- runner -----------------------------------------------------------------
 
+  # The handler hands its answer to the runner, which replies: a handler
+  # that ends without answering (even with reason `:normal`, e.g.
+  # `Process.exit(self(), :normal)`) is then told apart from one that
+  # answered, and reported at once as exited.
   defp run(pid, reply, on_failure, timeout) do
     mref = Process.monitor(pid)
-    send(pid, :ex_bashkit_go)
+    send(pid, {:ex_bashkit_go, self()})
 
     receive do
-      {:DOWN, ^mref, :process, ^pid, :normal} ->
-        :ok
+      {:ex_bashkit_answer, ^pid, answer} ->
+        reply.(answer)
+        Process.demonitor(mref, [:flush])
 
       {:DOWN, ^mref, :process, ^pid, reason} ->
         reply.(on_failure.({:died, reason}))

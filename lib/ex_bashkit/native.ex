@@ -4,8 +4,8 @@ defmodule ExBashkit.Native do
   # arguments: every public entry point validates before calling them.
   #
   # Long work (scripts, anything that needs a session's interpreter) never
-  # runs inside a NIF call: `session_exec/5`, `exec_once/4`, `session_state/3`,
-  # `session_reset/3` submit the work to the library's interpreter threads and
+  # runs inside a NIF call: `session_exec/5`, `exec_once/4`, `session_state/4`,
+  # `session_reset/4` submit the work to the library's interpreter threads and
   # return at once; the answer arrives as `{:ex_bashkit_reply, ref, outcome}`
   # (see `ExBashkit.Callbacks`).
 
@@ -35,11 +35,13 @@ defmodule ExBashkit.Native do
   def callback_reply(_call_id, _answer), do: :erlang.nif_error(:nif_not_loaded)
   def session_cancel(_session), do: :erlang.nif_error(:nif_not_loaded)
   def session_cancel_exec(_session, _id), do: :erlang.nif_error(:nif_not_loaded)
-  def session_state(_session, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
-  def session_reset(_session, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
-  def session_snapshot(_session, _request, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+  def session_state(_session, _call, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+  def session_reset(_session, _call, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
 
-  def session_restore(_session, _bytes, _key, _pid, _ref),
+  def session_snapshot(_session, _request, _call, _pid, _ref),
+    do: :erlang.nif_error(:nif_not_loaded)
+
+  def session_restore(_session, _bytes, _key, _call, _pid, _ref),
     do: :erlang.nif_error(:nif_not_loaded)
 
   # The filesystem API: one request term (see `fs_api.rs`), answered here.

@@ -17,8 +17,9 @@ defmodule ExBashkit.Result do
     * `:changes` - with `track_changes: true` (see `ExBashkit.Session.exec/3`),
       the files the exec created, modified and deleted:
       `%{created: [path], modified: [path], deleted: [path], complete: boolean}`
-      (`complete` is `false` if the filesystem was too large to list whole);
-      otherwise `nil`.
+      (`complete` is `false` when a listing was cut: the filesystem was too
+      large to list whole, or the exec's deadline or a cancel came while it
+      was listed; the lists then hold what was seen); otherwise `nil`.
 
   What the exec cost, for logging and accounting (`nil` when unknown, e.g.
   in a result a custom builtin returned):

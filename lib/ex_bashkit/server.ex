@@ -331,7 +331,8 @@ defmodule ExBashkit.Server do
   def cancel(server), do: GenServer.call(server, :cancel)
 
   @doc """
-  The session's shell state (see `ExBashkit.Session.state/1`).
+  The session's shell state (see `ExBashkit.Session.state/2`), or
+  `{:error, message}`.
 
   ## Examples
 
@@ -341,7 +342,7 @@ defmodule ExBashkit.Server do
       iex> {state.env["A"], state.cwd}
       {"1", "/tmp"}
   """
-  @spec state(server()) :: map()
+  @spec state(server()) :: map() | {:error, String.t()}
   def state(server), do: call(server, :state)
 
   @doc """

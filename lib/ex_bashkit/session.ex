@@ -299,7 +299,7 @@ defmodule ExBashkit.Session do
   `wget -q -O -`; a bundle such as `-sL` is ignored.
   """
 
-  alias ExBashkit.{Backend, Callbacks, Result}
+  alias ExBashkit.{Backend, Result}
   alias ExBashkit.Session.{Exec, Fs, Options}
 
   @enforce_keys [:resource]
@@ -444,7 +444,9 @@ defmodule ExBashkit.Session do
     * `:track_changes` - `true` to fill the result's `:changes` with the files
       the exec created, modified and deleted (in-memory filesystem and host
       mounts). It lists the filesystem's metadata before and after the
-      script: O(files) time, no contents read. Default `false`.
+      script: O(files) time, no contents read, both listings bounded by the
+      call's deadline (a cut listing makes `changes.complete` `false`).
+      Default `false`.
 
   `cancel/1` from any process stops the running exec; it then returns
   `{:error, %ExBashkit.Error{reason: :cancelled}}`.
@@ -585,6 +587,12 @@ defmodule ExBashkit.Session do
     if Backend.cancel(resource, location), do: :ok, else: :idle
   end
 
+  @typedoc """
+  An option of the lifecycle calls `state/2`, `reset/2`, `snapshot/2` and
+  `restore/3` (see "Lifecycle calls" in `state/2`).
+  """
+  @type lifecycle_option :: {:timeout_ms, pos_integer() | :infinity}
+
   @doc """
   The session's shell state as a plain map, taken between scripts (it waits
   for a running exec to end).
@@ -595,6 +603,29 @@ defmodule ExBashkit.Session do
   `env` holds exported variables; `variables` every shell variable (exported
   ones too, and bash's own such as `PWD`). `fs_usage` is the filesystem's use
   of the `:max_fs_bytes` and `:max_files` limits (see "Resource limits").
+  A run-time failure returns
+  `{:error, message}` instead of the map.
+
+  ## Lifecycle calls
+
+  `state/2`, `reset/2`, `snapshot/2` and `restore/3` share these rules:
+
+    * They run between scripts, in arrival order with `exec/3`: each waits
+      for its turn behind the session's running (and earlier queued) execs.
+    * `:timeout_ms` (positive integer or `:infinity`, default
+      #{ExBashkit.Session.Lifecycle.default_timeout_ms()}) bounds that wait,
+      counted from the call. Past it the call returns
+      `{:error, "... timed out ..."}` and never runs. Once it has started it
+      runs to its end: a reset or a restore is never half applied.
+    * If the calling process dies while the call waits, the call is
+      dropped, as an exec is.
+    * Called from a custom builtin or `:virtual_fs` backend on the very
+      session whose script it serves, each returns
+      `{:error, "re-entrant ..."}` at once (the script holds the session).
+    * Errors: `{:error, message}` for run-time failures (timeout,
+      re-entrancy, a worker process that died, a rejected snapshot);
+      `ArgumentError` for programmer errors (unknown or malformed options,
+      a term that is not a session of this node).
 
   ## Examples
 
@@ -604,27 +635,18 @@ defmodule ExBashkit.Session do
       iex> {state.env["A"], state.variables["b"], state.cwd, state.functions, state.aliases, state.last_exit_code}
       {"1", "2", "/tmp", ["f"], %{"l" => "ls"}, 1}
   """
-  @spec state(t()) :: %{
-          env: %{optional(String.t()) => String.t()},
-          variables: %{optional(String.t()) => String.t()},
-          cwd: String.t(),
-          functions: [String.t()],
-          aliases: %{optional(String.t()) => String.t()},
-          last_exit_code: integer(),
-          fs_usage: %{
-            bytes: non_neg_integer(),
-            files: non_neg_integer(),
-            dirs: non_neg_integer()
+  @spec state(t(), [lifecycle_option()]) ::
+          %{
+            env: %{optional(String.t()) => String.t()},
+            variables: %{optional(String.t()) => String.t()},
+            cwd: String.t(),
+            functions: [String.t()],
+            aliases: %{optional(String.t()) => String.t()},
+            last_exit_code: integer()
           }
-        }
-  def state(%__MODULE__{resource: resource, location: location}) do
-    {:ok, ref} = Backend.submit(resource, location, :state, [])
-
-    case Callbacks.await_reply(ref) do
-      {:ok, state} -> state
-      {:error, message} -> raise RuntimeError, "ExBashkit.Session.state/1: " <> message
-    end
-  end
+          | {:error, String.t()}
+  def state(%__MODULE__{} = session, opts \\ []),
+    do: ExBashkit.Session.Lifecycle.state(session, opts)
 
   @doc """
   Mount host directory `host_path` at `vfs_path` while the session lives,
@@ -693,8 +715,8 @@ defmodule ExBashkit.Session do
   `:cwd` under a host mount is not written again), limits and network
   settings. Host mounts go back to those given to `new/1`: `mount/4`'s are
   dropped, and `new/1`'s removed by `unmount/2` return. Waits for a running
-  exec to end. Returns `:ok` or
-  `{:error, message}`.
+  exec to end. Returns `:ok` or `{:error, message}`; takes `:timeout_ms`
+  and follows the rules of the lifecycle calls (see `state/2`).
 
   ## Examples
 
@@ -706,11 +728,9 @@ defmodule ExBashkit.Session do
       iex> result.stdout
       "1-\\n"
   """
-  @spec reset(t()) :: :ok | {:error, String.t()}
-  def reset(%__MODULE__{resource: resource, location: location}) do
-    {:ok, ref} = Backend.submit(resource, location, :reset, [])
-    Callbacks.await_reply(ref)
-  end
+  @spec reset(t(), [lifecycle_option()]) :: :ok | {:error, String.t()}
+  def reset(%__MODULE__{} = session, opts \\ []),
+    do: ExBashkit.Session.Lifecycle.reset(session, opts)
 
   @doc """
   Read the contents of `path` from the session's virtual filesystem.
@@ -853,7 +873,10 @@ defmodule ExBashkit.Session do
 
   @typedoc "An option accepted by `snapshot/2`."
   @type snapshot_option ::
-          {:key, binary()} | {:exclude_filesystem, boolean()} | {:exclude_functions, boolean()}
+          {:key, binary()}
+          | {:exclude_filesystem, boolean()}
+          | {:exclude_functions, boolean()}
+          | lifecycle_option()
 
   @doc """
   Capture the session's interpreter state as a binary you can persist and
@@ -896,6 +919,8 @@ defmodule ExBashkit.Session do
       Restoring such a snapshot leaves the target's files as they are.
     * `:exclude_functions` - leave shell functions out (default `false`).
       Restoring such a snapshot leaves the target with no functions.
+    * `:timeout_ms` - how long to wait for the session's turn (see
+      "Lifecycle calls" in `state/2`).
 
   ## Examples
 
@@ -945,6 +970,8 @@ defmodule ExBashkit.Session do
   ## Options
 
     * `:key` - the binary secret the snapshot was taken with (see `snapshot/2`).
+    * `:timeout_ms` - how long to wait for the session's turn (see
+      "Lifecycle calls" in `state/2`).
 
   ## Examples
 
@@ -957,7 +984,8 @@ defmodule ExBashkit.Session do
       iex> result.stdout
       "42\\n"
   """
-  @spec restore(t(), binary(), [{:key, binary()}]) :: {:ok, t()} | {:error, String.t()}
+  @spec restore(t(), binary(), [{:key, binary()} | lifecycle_option()]) ::
+          {:ok, t()} | {:error, String.t()}
   def restore(session, bytes, opts \\ [])
 
   def restore(%__MODULE__{} = session, bytes, opts) when is_binary(bytes) do

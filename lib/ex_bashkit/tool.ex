@@ -119,7 +119,14 @@ defmodule ExBashkit.Tool do
   """
   @spec system_prompt(Session.t()) :: String.t()
   def system_prompt(session) do
-    state = Session.state(session)
+    # The prompt needs the state: a session that cannot give it is an error
+    # of the caller's setup, as before `state/2` returned errors.
+    state =
+      case Session.state(session) do
+        {:error, message} -> raise RuntimeError, "ExBashkit.Tool.system_prompt/1: " <> message
+        state -> state
+      end
+
     info = Session.Mounts.describe(session)
     home = state.variables["HOME"] || state.env["HOME"] || "/"
 

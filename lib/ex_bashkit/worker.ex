@@ -19,7 +19,8 @@ defmodule ExBashkit.Worker do
   What it guarantees:
 
     * **Caller death** cancels the caller's execs in the worker (one-shot
-      `ExBashkit.exec/1` ones too).
+      `ExBashkit.exec/1` ones too), and its `state`, `reset`, `snapshot`
+      and `restore` calls still waiting for their turn.
     * **Deadlines.** An exec with a timeout (per call, or the session's
       `limits: [timeout_ms: ...]`) is answered at its deadline (plus
       `200 ms`) even if the interpreter never reaches a command boundary;
@@ -43,6 +44,7 @@ defmodule ExBashkit.Worker do
   alias ExBashkit.Native
 
   @reply_slack_ms 200
+  @lifecycle_kinds [:state, :reset, :snapshot, :restore]
   # Interpreter threads of a worker: 16 MiB stacks (a stack overflow only
   # ends the worker, unlike in the node), at most 256 scripts at once; the
   # address-space limit makes room for all of them on top of `:max_memory`.
@@ -189,6 +191,9 @@ defmodule ExBashkit.Worker do
         state =
           case route.kind do
             :exec -> send_frame(state, {:cancel_exec, route.sid, id})
+            # A lifecycle call (state, reset, snapshot, restore) still
+            # queued is dropped the same way (`lifecycle.rs`).
+            kind when kind in @lifecycle_kinds -> send_frame(state, {:cancel_exec, route.sid, id})
             :exec_once -> send_frame(state, {:cancel_once, id})
             _ -> state
           end

@@ -6,7 +6,7 @@ defmodule ExBashkit.Session.Exec do
   # `ExBashkit.Callbacks`, which also serves the script's back-calls.
 
   alias ExBashkit.{Backend, Callbacks, Error, Session}
-  alias ExBashkit.Session.Defaults
+  alias ExBashkit.Session.{Defaults, StreamPump}
 
   @doc false
   @spec run(Session.t(), term(), term()) :: {:ok, ExBashkit.Result.t()} | {:error, Error.t()}
@@ -52,18 +52,22 @@ defmodule ExBashkit.Session.Exec do
 
     {call, nil} = exec_options!(opts)
     context = callback_context(session)
+    # The exec is waited on (and its back-calls served) by a pump process,
+    # so that a slow consumer cannot stall the script's builtins.
+    cancel = &Backend.cancel_exec(session.resource, session.location, &1)
+    start = fn -> submit(session, script, %{call | stream: true}) end
 
     Stream.resource(
       fn ->
-        case submit(session, script, %{call | stream: true}) do
-          {:ok, ref, id} -> {:running, ref, id}
+        case StreamPump.start(start, context, cancel) do
+          {:ok, pump} -> {:running, pump}
           {:error, _} = error -> {:failed, elem(Error.wrap(error), 1)}
         end
       end,
       fn
-        {:running, ref, id} ->
-          case Callbacks.next(ref, context) do
-            {:output, out, err} -> {chunks(out, err), {:running, ref, id}}
+        {:running, pump} ->
+          case StreamPump.next(pump) do
+            {:output, out, err} -> {chunks(out, err), {:running, pump}}
             {:done, {:ok, result}} -> {[{:exit, result.exit_code}], :done}
             {:done, {:error, error}} -> {[{:error, error}], :done}
           end
@@ -77,9 +81,8 @@ defmodule ExBashkit.Session.Exec do
       fn
         # Halted early: stop the script and collect its answer, so nothing
         # is left behind in the mailbox.
-        {:running, ref, id} ->
-          Backend.cancel_exec(session.resource, session.location, id)
-          Callbacks.await(ref, context)
+        {:running, pump} ->
+          StreamPump.halt(pump, cancel)
 
         _ ->
           :ok

@@ -18,6 +18,7 @@ mod fs_api;
 mod guard;
 mod host_fs;
 mod interrupt;
+mod lifecycle;
 mod mounts;
 mod net;
 mod options;

@@ -138,6 +138,29 @@ impl ExecOutcome {
         ExecOutcome::Failed(Box::new(failure.with_partial(partial)))
     }
 
+    /// The exec was timed out or cancelled before its turn came: it never
+    /// ran, so there is no output.
+    pub fn stopped(ticket: &ExecTicket, timeout_ms: Option<u64>) -> Self {
+        let failure = if ticket.timed_out() {
+            ExecFailure {
+                reason: "timeout",
+                message: format!(
+                    "execution timed out after {} ms (exec option :timeout_ms), waiting for \
+                     the session's running exec to end",
+                    timeout_ms.unwrap_or_default()
+                ),
+                ..ExecFailure::default()
+            }
+        } else {
+            ExecFailure {
+                reason: "cancelled",
+                message: "execution cancelled before it ran".to_string(),
+                ..ExecFailure::default()
+            }
+        };
+        ExecOutcome::Failed(Box::new(failure))
+    }
+
     pub fn panicked(panic: String) -> Self {
         ExecOutcome::Failed(Box::new(ExecFailure::internal(format!(
             "internal error in the interpreter: {panic}"

@@ -21,6 +21,7 @@ use crate::callbacks::CallbackChannel;
 use crate::changes;
 use crate::error::NifResult;
 use crate::interrupt::Interrupt;
+use crate::lifecycle::{Op, OpCallOptions};
 use crate::options::{self, SessionConfig};
 use crate::outcome::{ExecOutcome, Metrics, Partial, SharedPartial};
 use crate::reply::{Caller, Payload, ReplyTo, SharedCaller};
@@ -173,6 +174,31 @@ impl Session {
         }
     }
 
+    /// Record call `id` (an exec, or a lifecycle call: `lifecycle.rs`) so
+    /// that `cancel_exec` reaches it.
+    pub(crate) fn register_call(&self, id: u64, ticket: &Arc<ExecTicket>) {
+        self.tickets.lock().insert(id, Arc::downgrade(ticket));
+    }
+
+    /// Call `id` has ended.
+    pub(crate) fn forget_call(&self, id: u64) {
+        self.tickets.lock().remove(&id);
+    }
+
+    /// The interpreter, once this call's turn comes; `None` if `ticket` is
+    /// cancelled or times out first (a call must not wait out the whole
+    /// exec in front of it past its own deadline).
+    pub(crate) async fn turn(
+        &self,
+        ticket: &ExecTicket,
+    ) -> Option<tokio::sync::MutexGuard<'_, Bash>> {
+        tokio::select! {
+            biased;
+            bash = self.bash.lock() => Some(bash),
+            () = ticket.stopped() => None,
+        }
+    }
+
     /// Stop exec `id`, running or still queued. Returns whether it existed.
     pub fn cancel_exec(&self, id: u64) -> bool {
         match self.tickets.lock().get(&id).and_then(Weak::upgrade) {
@@ -288,10 +314,7 @@ pub fn exec(
     let caller = reply.caller();
     let ticket = ExecTicket::new();
     let partial = Partial::shared();
-    session
-        .tickets
-        .lock()
-        .insert(exec_id, Arc::downgrade(&ticket));
+    session.register_call(exec_id, &ticket);
     // A per-call timeout counts from the call, queueing behind other execs
     // of this session included.
     if let Some(ms) = call.timeout_ms {
@@ -299,16 +322,23 @@ pub fn exec(
     }
     runtime::spawn_script(async move {
         let outcome = guard::catch_future(async {
-            let mut bash = session.bash.lock().await;
+            // A deadline or cancel that comes while the exec still waits for
+            // its turn ends it there (the exec never runs).
+            let Some(mut bash) = session.turn(&ticket).await else {
+                return ExecOutcome::stopped(&ticket, call.timeout_ms);
+            };
             let _running = Running::start(&session, &ticket, &bash);
             let _attached = session
                 .channel
                 .as_ref()
                 .map(|c| c.attach(Arc::clone(&caller)));
 
+            // Scans stop at the exec's deadline (or a cancel); the change set
+            // is then marked incomplete.
             let skip = &session.config.virtual_fs;
+            let stop = || ticket.is_stopped();
             let before = match call.track_changes {
-                true => Some(changes::scan(&bash.fs(), skip).await),
+                true => Some(changes::scan(&bash.fs(), skip, &stop).await),
                 false => None,
             };
             let options = bashkit_options(&mut call, &caller, &partial);
@@ -318,7 +348,7 @@ pub fn exec(
             let changes = match before {
                 Some(before) => Some(changes::diff(
                     &before,
-                    &changes::scan(&bash.fs(), skip).await,
+                    &changes::scan(&bash.fs(), skip, &stop).await,
                 )),
                 None => None,
             };
@@ -332,7 +362,7 @@ pub fn exec(
             )
         })
         .await;
-        session.tickets.lock().remove(&exec_id);
+        session.forget_call(exec_id);
         if let Some(on_end) = on_end {
             on_end();
         }
@@ -401,17 +431,19 @@ impl Metering {
 }
 
 /// `state/1`: a plain view of the shell, taken between scripts.
-pub fn state(session: Arc<Session>, reply: ReplyTo) {
+pub fn state(op: Op, reply: ReplyTo) {
     runtime::spawn(async move {
         let outcome = guard::catch_future(async {
-            let bash = session.bash.lock().await;
+            let bash = op.turn().await?;
             let mut view = ShellStateView::from(bash.shell_state());
             view.fs_usage = bash.fs().usage();
-            view
+            Ok::<_, String>(view)
         })
         .await;
+        drop(op);
         match outcome {
-            Ok(view) => reply.finish(&view),
+            Ok(Ok(view)) => reply.finish(&view),
+            Ok(Err(message)) => reply.finish(&Value::error(message)),
             Err(panic) => reply.finish(&Value::error(format!("internal error: {panic}"))),
         }
     });
@@ -476,10 +508,14 @@ impl Payload for ShellStateView {
 /// `reset/1`: rebuild the interpreter from the session's configuration,
 /// keeping its capabilities (builtins, backends, mounts, limits, network)
 /// because they are part of that configuration.
-pub fn reset(session: Arc<Session>, reply: ReplyTo) {
-    runtime::spawn(async move {
+///
+/// On a thread of its own: rebuilding may write large `:files`, which must
+/// not hold up the runtime threads other sessions' timers run on.
+pub fn reset(op: Op, reply: ReplyTo) {
+    runtime::spawn_job(async move {
         let outcome = guard::catch_future(async {
-            let mut bash = session.bash.lock().await;
+            let session = Arc::clone(op.session());
+            let mut bash = op.turn().await?;
             let config = &session.config;
             let layer = options::Layer::new(config);
             let fresh = options::build_bash_on(
@@ -496,6 +532,7 @@ pub fn reset(session: Arc<Session>, reply: ReplyTo) {
             Ok::<(), String>(())
         })
         .await;
+        drop(op);
         match outcome {
             Ok(Ok(())) => reply.finish(&Value::ok()),
             Ok(Err(message)) => reply.finish(&Value::error(message)),
@@ -538,6 +575,25 @@ impl rustler::Resource for SessionResource {
 
 type Handle = ResourceArc<SessionResource>;
 
+/// Monitor `pid`, the caller of call `id` on `handle`: its death cancels the
+/// call (`down`). Returns what to run once the call is over.
+pub fn watch_caller(
+    env: Env,
+    handle: &Handle,
+    pid: &LocalPid,
+    id: u64,
+) -> Box<dyn FnOnce() + Send> {
+    if let Some(monitor) = handle.monitor(Some(env), pid) {
+        handle.monitors.lock().insert(id, monitor);
+    }
+    let owner = handle.clone();
+    Box::new(move || {
+        if let Some(monitor) = owner.monitors.lock().remove(&id) {
+            owner.demonitor(None, &monitor);
+        }
+    })
+}
+
 fn new_handle(config: Value) -> NifResult<Handle> {
     let config = SessionConfig::from_value(&config)?;
     Ok(ResourceArc::new(SessionResource {
@@ -579,15 +635,7 @@ fn session_exec(
 ) -> NifResult<u64> {
     let call = ExecCallOptions::from_value(&Value::from_term(call)?)?;
     let id = next_exec_id();
-    if let Some(monitor) = handle.monitor(Some(env), &pid) {
-        handle.monitors.lock().insert(id, monitor);
-    }
-    let owner = handle.clone();
-    let on_end = Box::new(move || {
-        if let Some(monitor) = owner.monitors.lock().remove(&id) {
-            owner.demonitor(None, &monitor);
-        }
-    });
+    let on_end = watch_caller(env, &handle, &pid, id);
     let reply = ReplyTo::new(Caller::process(pid, reference));
     exec(
         Arc::clone(&handle.session),
@@ -657,24 +705,53 @@ fn session_cancel_exec(handle: Handle, id: u64) -> bool {
     handle.session.cancel_exec(id)
 }
 
-/// `state/1`: answers `{:ex_bashkit_reply, ref, {:ok, map}}`.
-#[rustler::nif]
-fn session_state(handle: Handle, pid: LocalPid, reference: Term) -> rustler::Atom {
-    state(
+/// Lifecycle call `name` on `handle` for `pid`, its options decoded from
+/// `call`: registered, deadline started, caller monitored.
+pub fn op_for(
+    env: Env,
+    handle: &Handle,
+    name: &'static str,
+    call: Term,
+    pid: &LocalPid,
+) -> NifResult<Op> {
+    let call = OpCallOptions::from_value(&Value::from_term(call)?)?;
+    let id = next_exec_id();
+    let on_end = watch_caller(env, handle, pid, id);
+    Ok(Op::new(
         Arc::clone(&handle.session),
-        ReplyTo::new(Caller::process(pid, reference)),
-    );
-    rustler::types::atom::ok()
+        name,
+        id,
+        call,
+        Some(on_end),
+    ))
+}
+
+/// `state/1`: answers `{:ex_bashkit_reply, ref, {:ok, map} | {:error, _}}`.
+#[rustler::nif]
+fn session_state(
+    env: Env,
+    handle: Handle,
+    call: Term,
+    pid: LocalPid,
+    reference: Term,
+) -> NifResult<rustler::Atom> {
+    let op = op_for(env, &handle, "state/1", call, &pid)?;
+    state(op, ReplyTo::new(Caller::process(pid, reference)));
+    Ok(rustler::types::atom::ok())
 }
 
 /// `reset/1`: answers `{:ex_bashkit_reply, ref, :ok | {:error, message}}`.
 #[rustler::nif]
-fn session_reset(handle: Handle, pid: LocalPid, reference: Term) -> rustler::Atom {
-    reset(
-        Arc::clone(&handle.session),
-        ReplyTo::new(Caller::process(pid, reference)),
-    );
-    rustler::types::atom::ok()
+fn session_reset(
+    env: Env,
+    handle: Handle,
+    call: Term,
+    pid: LocalPid,
+    reference: Term,
+) -> NifResult<rustler::Atom> {
+    let op = op_for(env, &handle, "reset/1", call, &pid)?;
+    reset(op, ReplyTo::new(Caller::process(pid, reference)));
+    Ok(rustler::types::atom::ok())
 }
 
 /// `{id, running?, cwd | nil}` for `inspect/2`.

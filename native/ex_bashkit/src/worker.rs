@@ -14,8 +14,9 @@
 //! {:exec, id, sid, script, call}   {:exec_once, id, config, script}
 //! {:cancel, id, sid}               {:cancel_exec, sid, exec_id}
 //! {:cancel_once, id}
-//! {:state, id, sid}                {:reset, id, sid}
-//! {:snapshot, id, sid, request}    {:restore, id, sid, bytes, key}
+//! {:state, id, sid, call}          {:reset, id, sid, call}
+//! {:snapshot, id, sid, request, call}
+//! {:restore, id, sid, bytes, key, call}
 //! {:fs, id, sid, request}          {:info, id, sid}
 //! {:glob, id, sid, request}        {:grep, id, sid, request}
 //! {:mount, id, sid, spec}          {:unmount, id, sid, vfs_path}
@@ -34,7 +35,9 @@
 //! the NIF transport (`reply.rs`): `ExBashkit.Worker` only swaps `id` for
 //! the caller's reference and forwards it, so the code waiting for an
 //! answer is the same in both modes. An exec's id is also its exec id
-//! (`cancel_exec`).
+//! (`cancel_exec`), and so is the id of a lifecycle call (`state`, `reset`,
+//! `snapshot`, `restore`: `lifecycle.rs`), whose `call` is `%{timeout_ms:
+//! ms | nil}`.
 //!
 //! # Confinement
 //! Before it reads a frame the worker clears its environment, moves to `/`,
@@ -50,6 +53,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::callbacks::{self, Answer};
+use crate::lifecycle::{Op, OpCallOptions};
 use crate::options::{MountSpec, SessionConfig};
 use crate::reply::{Caller, FrameWriter, ReplyTo};
 use crate::runtime::{self, RuntimeConfig};
@@ -283,16 +287,18 @@ fn dispatch(
         }
         "cancel" => reply.finish(&Value::from(session.cancel())),
         "info" => reply.finish(&session.info()),
-        "state" => session::state(session, reply),
-        "reset" => session::reset(session, reply),
+        "state" => session::state(op(session, "state/1", id, items, 3)?, reply),
+        "reset" => session::reset(op(session, "reset/1", id, items, 3)?, reply),
         "snapshot" => {
             let request = SnapshotRequest::from_value(items.get(3).ok_or("missing options")?)?;
-            snapshot::snapshot(session, request, reply);
+            let op = op(session, "snapshot/2", id, items, 4)?;
+            snapshot::snapshot(op, request, reply);
         }
         "restore" => {
             let Bytes(bytes) = arg(items, 3)?;
             let key: Option<Bytes> = arg(items, 4)?;
-            snapshot::restore(session, bytes, key.map(|k| k.0), reply);
+            let op = op(session, "restore/3", id, items, 5)?;
+            snapshot::restore(op, bytes, key.map(|k| k.0), reply);
         }
         "glob" => {
             let request = search::GlobRequest::from_value(items.get(3).ok_or("missing request")?)?;
@@ -320,6 +326,18 @@ fn dispatch(
         other => reply.finish(&Value::error(format!("unknown request {other}"))),
     }
     Ok(())
+}
+
+/// Lifecycle call `id` on `session`, its options at field `at`.
+fn op(
+    session: Arc<Session>,
+    name: &'static str,
+    id: u64,
+    items: &[Value],
+    at: usize,
+) -> Result<Op, String> {
+    let call = OpCallOptions::from_value(items.get(at).ok_or("missing call options")?)?;
+    Ok(Op::new(session, name, id, call, None))
 }
 
 /// Apply the worker's OS-level confinement (see the module doc). Each step

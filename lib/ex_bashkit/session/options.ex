@@ -46,7 +46,9 @@ defmodule ExBashkit.Session.Options do
     :virtual_fs,
     :python,
     :isolation,
-    :max_reply_bytes
+    :max_reply_bytes,
+    :commands,
+    :soft_delete
   ]
 
   @max_function_depth 16
@@ -102,7 +104,9 @@ defmodule ExBashkit.Session.Options do
         boolean!(Keyword.get(opts, :block_private_ips, true), :block_private_ips),
       builtins: Map.keys(builtins),
       virtual_fs: Map.keys(virtual_fs),
-      python: python!(Keyword.get(opts, :python, false))
+      python: python!(Keyword.get(opts, :python, false)),
+      commands: commands!(Keyword.get(opts, :commands)),
+      soft_delete: soft_delete!(Keyword.get(opts, :soft_delete, false))
     }
 
     python_conflict!(native.python, builtins)
@@ -607,6 +611,87 @@ defmodule ExBashkit.Session.Options do
                 "rename the builtin or use python: [name: ...]"
     end
   end
+
+  # `[allow: names]` or `[deny: names]`, one of the two: which commands the
+  # session has (`native/ex_bashkit/src/policy.rs`). Shape here; a name that
+  # is a shell builtin (always present) is refused natively, where the list
+  # of them lives.
+  defp commands!(nil), do: nil
+
+  defp commands!(policy) when is_list(policy) do
+    case policy do
+      [allow: names] -> %{allow: command_names!(names, :allow), deny: []}
+      [deny: names] -> %{allow: nil, deny: command_names!(names, :deny)}
+      _ -> commands_shape_error!(policy)
+    end
+  end
+
+  defp commands!(other), do: commands_shape_error!(other)
+
+  defp commands_shape_error!(policy) do
+    raise ArgumentError,
+          ":commands must be [allow: [names]] or [deny: [names]] (one of the two), " <>
+            "got: #{inspect(policy)}"
+  end
+
+  defp command_names!(names, key) when is_list(names) do
+    Enum.map(names, fn
+      name when is_binary(name) ->
+        name = string!(name, ":commands #{key} name")
+
+        unless name =~ ~r/\A[A-Za-z0-9_][A-Za-z0-9_.+-]*\z/ or name in ["[", ".", ":"] do
+          raise ArgumentError,
+                ":commands #{key} name #{inspect(name)} is not a command name " <>
+                  "(no paths, spaces or shell syntax)"
+        end
+
+        name
+
+      other ->
+        raise ArgumentError,
+              ":commands #{key} names must be strings, got: #{inspect(other)}"
+    end)
+  end
+
+  defp command_names!(other, key),
+    do:
+      raise(
+        ArgumentError,
+        ":commands #{key} must be a list of command names, got: #{inspect(other)}"
+      )
+
+  # `true` (trash at /.trash), `[trash: path]`, or `false`: the trash
+  # directory, or nil. Deletes and overwrites then keep the old content
+  # there (`native/ex_bashkit/src/soft_delete.rs`).
+  @default_trash "/.trash"
+
+  defp soft_delete!(false), do: nil
+  defp soft_delete!(true), do: @default_trash
+
+  defp soft_delete!(opts) when is_list(opts) do
+    case opts do
+      [trash: path] ->
+        path = absolute_path!(path, ":soft_delete trash")
+        path = normalized_mount_path!(path, ":soft_delete trash")
+
+        if path == "/" do
+          raise ArgumentError, ":soft_delete trash cannot be /"
+        end
+
+        path
+
+      other ->
+        raise ArgumentError,
+              ":soft_delete must be a boolean or [trash: path], got: #{inspect(other)}"
+    end
+  end
+
+  defp soft_delete!(other),
+    do:
+      raise(
+        ArgumentError,
+        ":soft_delete must be a boolean or [trash: path], got: #{inspect(other)}"
+      )
 
   defp python!(false), do: []
   defp python!(true), do: ["python", "python3"]

@@ -22,6 +22,7 @@ mod mounts;
 mod net;
 mod options;
 mod parse;
+mod policy;
 mod python;
 mod reply;
 mod runtime;
@@ -29,6 +30,7 @@ mod runtime_mounts;
 mod search;
 mod session;
 mod snapshot;
+mod soft_delete;
 mod strict_commands;
 mod watchdog;
 

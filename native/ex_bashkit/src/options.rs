@@ -15,6 +15,7 @@ use crate::builtins::ElixirBuiltin;
 use crate::callbacks::CallbackChannel;
 use crate::from_map;
 use crate::interrupt::{Interrupt, InterruptibleSleep};
+use crate::policy::{CommandPolicy, Permits};
 use crate::value::Bytes;
 use crate::vfs::ElixirFs;
 
@@ -77,6 +78,10 @@ pub struct SessionConfig {
     pub builtins: Vec<String>,
     pub virtual_fs: Vec<String>,
     pub python: Vec<String>,
+    /// `:commands`: which commands exist (`policy.rs`); `None`: all.
+    pub commands: Option<CommandPolicy>,
+    /// `:soft_delete`: the trash directory, or `None` (deletes are real).
+    pub soft_delete: Option<String>,
 }
 from_map!(SessionConfig {
     env,
@@ -93,6 +98,8 @@ from_map!(SessionConfig {
     builtins,
     virtual_fs,
     python,
+    commands,
+    soft_delete,
 });
 
 impl Default for SessionConfig {
@@ -112,6 +119,8 @@ impl Default for SessionConfig {
             builtins: Vec::new(),
             virtual_fs: Vec::new(),
             python: Vec::new(),
+            commands: None,
+            soft_delete: None,
         }
     }
 }
@@ -175,7 +184,11 @@ pub fn build_bash(
     channel: Option<&Arc<CallbackChannel>>,
     interrupt: Option<&Arc<Interrupt>>,
 ) -> Result<Bash, String> {
-    let mut builder = Bash::builder()
+    let mut builder = Bash::builder();
+    if let Some(trash) = &config.soft_delete {
+        builder = builder.fs(crate::soft_delete::filesystem(&config.username, trash));
+    }
+    let mut builder = builder
         .cwd(&config.cwd)
         .username(&config.username)
         .hostname(&config.hostname)
@@ -184,19 +197,26 @@ pub fn build_bash(
     for (key, value) in &config.env {
         builder = builder.env(key, value);
     }
-    builder = builder.network(crate::net::allowlist(config)?);
-    if let Some(guard) = crate::net::path_guard(config) {
-        builder = builder.before_http(guard);
-    }
+    builder = builder
+        .network(crate::net::allowlist(config)?)
+        .http_transport(crate::net::transport(config)?);
+    // The command policy: bashkit's commands outside it are filtered out of
+    // the table, ours are not registered (see `policy.rs` for why that
+    // covers every route to a command).
+    let permits = Permits::new(config.commands.as_ref())?;
+    let keep = permits.clone();
+    builder = builder.builtin_filter(move |name| keep.permits(name));
     for (name, command) in crate::strict_commands::all() {
-        builder = builder.builtin(name, command);
+        if permits.permits(name) {
+            builder = builder.builtin(name, command);
+        }
     }
-    if let Some(interrupt) = interrupt {
+    if let Some(interrupt) = interrupt.filter(|_| permits.permits("sleep")) {
         let sleep = InterruptibleSleep::new(Arc::clone(interrupt));
         builder = builder.builtin("sleep", Box::new(sleep));
     }
     if let Some(channel) = channel {
-        for name in &config.builtins {
+        for name in config.builtins.iter().filter(|n| permits.permits(n)) {
             let builtin = ElixirBuiltin::new(name.clone(), Arc::clone(channel));
             builder = builder.builtin(name, Box::new(builtin));
         }
@@ -204,7 +224,7 @@ pub fn build_bash(
     if !crate::runtime::in_worker() {
         builder = builder.before_tool(Box::new(crate::bombs::refuse));
     }
-    builder = crate::python::register(builder, config);
+    builder = crate::python::register(builder, config, &permits);
     let mut bash = builder.build();
     crate::python::hide_opt_in(&mut bash, config);
     enable_alias_expansion(&mut bash);

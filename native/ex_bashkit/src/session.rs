@@ -284,7 +284,16 @@ pub fn exec(
                 .as_ref()
                 .map(|c| c.attach(Arc::clone(&caller)));
 
-            let skip = &session.config.virtual_fs;
+            // Mount points of backends, and the trash (what a delete moved
+            // there is reported as deleted, not as a new file).
+            let skip: Vec<String> = session
+                .config
+                .virtual_fs
+                .iter()
+                .chain(&session.config.soft_delete)
+                .cloned()
+                .collect();
+            let skip = &skip;
             let before = match call.track_changes {
                 true => Some(changes::scan(&bash.fs(), skip).await),
                 false => None,

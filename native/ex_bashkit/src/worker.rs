@@ -283,7 +283,10 @@ fn dispatch(
         "describe" => reply.finish(&runtime_mounts::describe(&session)),
         "fs" => {
             let request = items.get(3).cloned().ok_or("missing request")?;
-            runtime::spawn_blocking(move || reply.finish(&fs_api::call(&session.fs(), &request)));
+            runtime::spawn_blocking(move || {
+                let trash = session.config().soft_delete.as_deref();
+                reply.finish(&fs_api::call(&session.fs(), trash, &request))
+            });
         }
         other => reply.finish(&Value::error(format!("unknown request {other}"))),
     }

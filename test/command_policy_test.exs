@@ -21,8 +21,13 @@ defmodule ExBashkit.CommandPolicyTest do
   # command and with a missing one, and return the denied run after checking
   # the two agree.
   defp same_as_missing(session, script, denied \\ "sed") do
-    as_denied = run(session, String.replace(script, "NAME", denied))
-    as_missing = run(session, String.replace(script, "NAME", @missing))
+    # Typo suggestions depend on how a name is spelled ("sed" is close to
+    # "seq"), not on the policy: they are compared without.
+    unsuggest =
+      &Map.update!(&1, :stderr, fn e -> Regex.replace(~r/\. Did you mean: [^\n]*\?/, e, "") end)
+
+    as_denied = unsuggest.(run(session, String.replace(script, "NAME", denied)))
+    as_missing = unsuggest.(run(session, String.replace(script, "NAME", @missing)))
     swap = &String.replace(&1, @missing, denied)
 
     assert {as_denied.stdout, as_denied.stderr, as_denied.exit_code} ==
@@ -48,7 +53,7 @@ defmodule ExBashkit.CommandPolicyTest do
     test "called directly", %{session: s} do
       result = same_as_missing(s, "NAME -n p /etc/hostname")
       assert result.exit_code == 127
-      assert result.stderr == "bash: sed: command not found\n"
+      assert result.stderr == "bash: line 1: sed: command not found\n"
     end
 
     test "through command", %{session: s} do
@@ -110,7 +115,7 @@ defmodule ExBashkit.CommandPolicyTest do
     test "as a name built at run time", %{session: s} do
       result = run(s, "$(printf se)d p /etc/hostname; echo $?")
       assert result.stdout == "127\n"
-      assert result.stderr == "bash: sed: command not found\n"
+      assert result.stderr =~ "bash: line 1: sed: command not found"
       result = run(s, "c=s; c+=ed; \"$c\" p /etc/hostname; echo $?")
       assert result.stdout == "127\n"
     end
@@ -129,7 +134,8 @@ defmodule ExBashkit.CommandPolicyTest do
     test "through timeout and time", %{session: s} do
       result = same_as_missing(s, "timeout 5 NAME p /etc/hostname; echo $?")
       assert result.stdout == "127\n"
-      result = same_as_missing(s, "time NAME p /etc/hostname 2>/dev/null; echo $?")
+      # `time`'s report (on stderr) differs from run to run: leave it out.
+      result = same_as_missing(s, "{ time NAME p /etc/hostname; } 2>/dev/null; echo $?")
       assert result.stdout == "127\n"
     end
 
@@ -157,10 +163,10 @@ defmodule ExBashkit.CommandPolicyTest do
     end
 
     test "the suggestions of a typo never name it", %{session: s} do
-      result = run(s, "sde p")
+      result = run(s, "sedd p")
       assert result.exit_code == 127
-      refute result.stderr =~ "sed"
-      assert run(Session.new(), "sde p").stderr =~ "Did you mean"
+      refute result.stderr =~ ~r/\bsed\b/
+      assert run(Session.new(), "sedd p").stderr =~ ~r/Did you mean: .*\bsed\b/
     end
 
     test "with a function of its name, the function runs (script code, not a command)", %{
@@ -170,7 +176,7 @@ defmodule ExBashkit.CommandPolicyTest do
     end
   end
 
-  describe "which, type, command -v, hash, compgen and man do not list it" do
+  describe "which, type, command -v, hash and compgen do not list it" do
     setup do
       %{session: deny_sed()}
     end
@@ -183,7 +189,6 @@ defmodule ExBashkit.CommandPolicyTest do
             "command -v NAME; echo $?",
             "command -V NAME; echo $?",
             "hash NAME; echo $?",
-            "man NAME; echo $?",
             "NAME --help; echo $?"
           ] do
         result = same_as_missing(s, script)
@@ -218,7 +223,9 @@ defmodule ExBashkit.CommandPolicyTest do
         assert result.stderr =~ "command not found"
       end
 
-      assert run(s, "ls /usr/bin").stdout == "cat\nls\n"
+      bin = String.split(run(s, "ls /usr/bin").stdout)
+      assert "cat" in bin and "ls" in bin
+      for absent <- ["grep", "sed", "rm", "curl", "xargs", "env"], do: refute(absent in bin)
       assert run(s, "eval 'bash -c \"grep x /tmp/a\"'; echo $?").stdout == "127\n"
     end
 

@@ -97,7 +97,7 @@ defmodule ExBashkit.NetworkTest do
       for path <- ["/apix", "/other", "/", "/api/../admin"] do
         result = run(session, "curl -s -w ' %{http_code}' '#{server.url}#{path}'")
         assert %{exit_code: 0, stdout: "Not Found\n 404"} = result
-        assert %{exit_code: 22} = run(session, "curl -sf '#{server.url}#{path}'")
+        assert %{exit_code: 22} = run(session, "curl -s -f '#{server.url}#{path}'")
       end
 
       refute_request(server)

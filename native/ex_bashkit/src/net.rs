@@ -57,7 +57,9 @@ pub fn allowlist(config: &SessionConfig) -> Result<NetworkAllowlist, String> {
 
 /// The transport every request of a session goes through.
 pub fn transport(config: &SessionConfig) -> Result<Arc<dyn HttpTransport>, String> {
-    let policy = policy(config)?;
+    // Patterns only: the private-address rule is the inner client's, applied
+    // to resolved addresses too.
+    let policy = policy(config)?.block_private_ips(false);
     let hosts = if config.allow_all_net {
         Vec::new()
     } else {
@@ -87,6 +89,7 @@ pub fn transport(config: &SessionConfig) -> Result<Arc<dyn HttpTransport>, Strin
 /// Allowed requests go to a bashkit client that applies the private-address
 /// rules again at connect time (its resolver filters them).
 pub struct AbsentTransport {
+    /// The `:allow_net` patterns (private addresses not checked here).
     policy: NetworkAllowlist,
     /// `scheme://host:port` of every pattern (empty with `:all`).
     hosts: Vec<String>,
@@ -154,16 +157,29 @@ impl HttpTransport for AbsentTransport {
                 request.connect_timeout.map(whole_seconds),
             )
             .await;
-        answer.map_err(|e| {
-            let message = match &e {
-                bashkit::Error::Network(m) => m.clone(),
-                other => other.to_string(),
-            };
-            let lower = message.to_ascii_lowercase();
+        let error = match answer {
+            Ok(response) => return Ok(response),
+            Err(error) => error,
+        };
+        let message = match &error {
+            bashkit::Error::Network(m) => m.clone(),
+            other => other.to_string(),
+        };
+        let lower = message.to_ascii_lowercase();
+        // A name DNS does not know fails the same way as a refused host
+        // (bashkit words it "request failed: error sending request").
+        let unknown_name = match parsed.host() {
+            Some(url::Host::Domain(name)) => {
+                let port = parsed.port_or_known_default().unwrap_or(80);
+                tokio::net::lookup_host((name, port)).await.is_err()
+            }
+            _ => false,
+        };
+        Err(
             if lower.contains("access denied")
                 || lower.contains("dns")
-                || lower.contains("lookup")
                 || lower.contains("resolve")
+                || unknown_name
             {
                 unresolvable(url)
             } else if lower.contains("timed out") || lower.contains("timeout") {
@@ -172,8 +188,8 @@ impl HttpTransport for AbsentTransport {
                 HttpTransportError::TooLarge(rest.to_string())
             } else {
                 HttpTransportError::Transport(message)
-            }
-        })
+            },
+        )
     }
 }
 

@@ -144,8 +144,8 @@ impl Permits {
         let Some(policy) = policy else {
             return Ok(Self::all());
         };
-        let named = policy.allow.iter().flatten().chain(&policy.deny);
-        if let Some(name) = named.clone().find(|n| is_shell_builtin(n)) {
+        let mut named = policy.allow.iter().flatten().chain(&policy.deny);
+        if let Some(name) = named.find(|n| is_shell_builtin(n)) {
             return Err(format!(
                 ":commands names {name:?}, which is part of the shell itself (a bash builtin); \
                  the policy governs commands, and shell builtins are always present"
@@ -197,7 +197,7 @@ mod tests {
     fn a_denied_command_is_missing_on_every_route() {
         let out = run(deny(&["sed"]), "sed p </dev/null; echo $?");
         assert_eq!(out.stdout, "127\n");
-        assert_eq!(out.stderr, "bash: sed: command not found\n");
+        assert!(out.stderr.contains("sed: command not found"), "{out:?}");
         let out = run(deny(&["sed"]), "/usr/bin/sed p </dev/null; echo $?");
         assert_eq!(out.stdout, "127\n");
         let out = run(deny(&["sed"]), "echo a | xargs sed p; echo $?");

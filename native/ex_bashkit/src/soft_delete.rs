@@ -519,6 +519,6 @@ mod tests {
             },
         ];
         assert_eq!(parse_index(&format_index(&entries)), entries);
-        assert!(parse_index("bad\nx\t%zz\t1\n1_a\t/a\t3\n").len() == 1);
+        assert_eq!(parse_index("bad\nx\t%zz\t1\n1_a\t/a\t3\n").len(), 1);
     }
 }

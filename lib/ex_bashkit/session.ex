@@ -260,7 +260,10 @@ defmodule ExBashkit.Session do
   ## Network access
 
   By default a session has no network: `curl`, `wget` and `http` fail with
-  "access denied: no URLs are allowed" on stderr and a non-zero exit.
+  "Could not resolve host: NAME" on stderr and a non-zero exit, as for a
+  host that does not exist (the 404 principle: what the policy refuses reads
+  as absent, never as refused; a path outside the allowed prefixes of an
+  allowed host gets a `404 Not Found` that never reaches the server).
   `:allow_net` grants access to a list of URL patterns:
 
       session =
@@ -300,7 +303,7 @@ defmodule ExBashkit.Session do
   """
 
   alias ExBashkit.{Backend, Result}
-  alias ExBashkit.Session.{Exec, Fs, Options}
+  alias ExBashkit.Session.{Exec, Fs, Options, Trash}
 
   @enforce_keys [:resource]
   defstruct [
@@ -370,6 +373,8 @@ defmodule ExBashkit.Session do
           | {:virtual_fs, %{optional(Path.t()) => virtual_fs_spec()}}
           | {:python, boolean() | keyword()}
           | {:isolation, :process | :in_node}
+          | {:commands, [allow: [String.t()]] | [deny: [String.t()]]}
+          | {:soft_delete, boolean() | [trash: Path.t()]}
 
   @typedoc "An option accepted by `exec/3`."
   @type exec_option ::
@@ -868,6 +873,59 @@ defmodule ExBashkit.Session do
   @spec stat(t(), Path.t()) ::
           {:ok, %{type: fs_type(), size: non_neg_integer()}} | {:error, String.t()}
   def stat(%__MODULE__{} = session, path), do: Fs.stat(session, path)
+
+  # -- soft delete --------------------------------------------------------------
+
+  @typedoc "One entry of the trash of a session with `soft_delete:` (see `trash/1`)."
+  @type trash_entry :: %{
+          path: String.t(),
+          trash_path: String.t(),
+          deleted_at: non_neg_integer(),
+          type: fs_type(),
+          size: non_neg_integer()
+        }
+
+  @doc """
+  What the session's trash holds, oldest first: every file or directory a
+  script (or the filesystem API) deleted or overwrote in the in-memory
+  filesystem of a session built with `soft_delete: true` (or `[trash: path]`).
+
+  Each entry has the `:path` it had, the `:trash_path` it has now
+  (`<trash>/<n>_<name>`), `:deleted_at` (unix seconds), `:type` and `:size`.
+  `{:error, :no_soft_delete}` for a session without `:soft_delete`.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new(soft_delete: true)
+      iex> {:ok, _} = ExBashkit.Session.exec(session, "echo hi > /notes.txt; rm /notes.txt")
+      iex> {:ok, [entry]} = ExBashkit.Session.trash(session)
+      iex> {entry.path, entry.trash_path, entry.type}
+      {"/notes.txt", "/.trash/1_notes.txt", :file}
+  """
+  @spec trash(t()) :: {:ok, [trash_entry()]} | {:error, :no_soft_delete | String.t()}
+  def trash(%__MODULE__{} = session), do: Trash.trash(session)
+
+  @doc """
+  Put the most recently trashed entry of `original_path` back where it was
+  (missing parent directories are created). `{:error, :enoent}` if nothing in
+  the trash came from that path; `{:error, :eexist}` if something is at that
+  path again: nothing changes then (remove it first, which trashes it, to
+  swap the two). `{:error, :no_soft_delete}` without `:soft_delete`.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new(soft_delete: true)
+      iex> {:ok, _} = ExBashkit.Session.exec(session, "echo v1 > /f; echo v2 > /f; rm /f")
+      iex> ExBashkit.Session.undelete(session, "/f")
+      :ok
+      iex> ExBashkit.Session.read_file(session, "/f")
+      {:ok, "v2\n"}
+      iex> ExBashkit.Session.undelete(session, "/f")
+      {:error, :eexist}
+  """
+  @spec undelete(t(), Path.t()) ::
+          :ok | {:error, :enoent | :eexist | :no_soft_delete | String.t()}
+  def undelete(%__MODULE__{} = session, original_path), do: Trash.undelete(session, original_path)
 
   # -- snapshot / restore -----------------------------------------------------
 

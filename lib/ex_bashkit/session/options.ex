@@ -260,6 +260,31 @@ defmodule ExBashkit.Session.Options do
             "`ExBashkit.Python`)."
       },
       %{
+        key: :commands,
+        type: "[allow: names] or [deny: names]",
+        default: nil,
+        parse: &commands!/1,
+        native: true,
+        doc:
+          "the commands the session has. One outside the policy does not exist, on every " <>
+            "route to it (`command`, `env`, `xargs`, `find -exec`, `eval`, `bash -c`, " <>
+            "`source`, functions, aliases, `/usr/bin/NAME`, `timeout`, `time`): \"command " <>
+            "not found\", exit 127, and `which`/`type`/`command -v` do not list it. Custom " <>
+            "`:builtins` and `:python` obey it. The shell's own builtins (`cd`, `echo`, " <>
+            "`eval`, `source`, `bash`, ...) are always there; naming one raises `ArgumentError`."
+      },
+      %{
+        key: :soft_delete,
+        type: "boolean or [trash: path]",
+        default: false,
+        parse: &soft_delete!/1,
+        native: true,
+        doc:
+          "`true` (trash at `/.trash`) or `[trash: path]`: deletes and overwrites in the " <>
+            "in-memory filesystem keep the old content in the trash (see `trash/1` and " <>
+            "`undelete/2`). Host and `:virtual_fs` mounts are outside it: deletes there are real."
+      },
+      %{
         key: :isolation,
         type: ":process or :in_node",
         default: &default_isolation/0,
@@ -874,6 +899,87 @@ defmodule ExBashkit.Session.Options do
                 "rename the builtin or use python: [name: ...]"
     end
   end
+
+  # `[allow: names]` or `[deny: names]`, one of the two: which commands the
+  # session has (`native/ex_bashkit/src/policy.rs`). Shape here; a name that
+  # is a shell builtin (always present) is refused natively, where the list
+  # of them lives.
+  defp commands!(nil), do: nil
+
+  defp commands!(policy) when is_list(policy) do
+    case policy do
+      [allow: names] -> %{allow: command_names!(names, :allow), deny: []}
+      [deny: names] -> %{allow: nil, deny: command_names!(names, :deny)}
+      _ -> commands_shape_error!(policy)
+    end
+  end
+
+  defp commands!(other), do: commands_shape_error!(other)
+
+  defp commands_shape_error!(policy) do
+    raise ArgumentError,
+          ":commands must be [allow: [names]] or [deny: [names]] (one of the two), " <>
+            "got: #{inspect(policy)}"
+  end
+
+  defp command_names!(names, key) when is_list(names) do
+    Enum.map(names, fn
+      name when is_binary(name) ->
+        name = string!(name, ":commands #{key} name")
+
+        unless name =~ ~r/\A[A-Za-z0-9_][A-Za-z0-9_.+-]*\z/ or name in ["[", ".", ":"] do
+          raise ArgumentError,
+                ":commands #{key} name #{inspect(name)} is not a command name " <>
+                  "(no paths, spaces or shell syntax)"
+        end
+
+        name
+
+      other ->
+        raise ArgumentError,
+              ":commands #{key} names must be strings, got: #{inspect(other)}"
+    end)
+  end
+
+  defp command_names!(other, key),
+    do:
+      raise(
+        ArgumentError,
+        ":commands #{key} must be a list of command names, got: #{inspect(other)}"
+      )
+
+  # `true` (trash at /.trash), `[trash: path]`, or `false`: the trash
+  # directory, or nil. Deletes and overwrites then keep the old content
+  # there (`native/ex_bashkit/src/soft_delete.rs`).
+  @default_trash "/.trash"
+
+  defp soft_delete!(false), do: nil
+  defp soft_delete!(true), do: @default_trash
+
+  defp soft_delete!(opts) when is_list(opts) do
+    case opts do
+      [trash: path] ->
+        path = absolute_path!(path, ":soft_delete trash")
+        path = normalized_mount_path!(path, ":soft_delete trash")
+
+        if path == "/" do
+          raise ArgumentError, ":soft_delete trash cannot be /"
+        end
+
+        path
+
+      other ->
+        raise ArgumentError,
+              ":soft_delete must be a boolean or [trash: path], got: #{inspect(other)}"
+    end
+  end
+
+  defp soft_delete!(other),
+    do:
+      raise(
+        ArgumentError,
+        ":soft_delete must be a boolean or [trash: path], got: #{inspect(other)}"
+      )
 
   defp python!(false), do: []
   defp python!(true), do: ["python", "python3"]

@@ -24,6 +24,7 @@ mod net;
 mod options;
 mod outcome;
 mod parse;
+mod policy;
 mod python;
 mod reply;
 mod runtime;
@@ -31,15 +32,16 @@ mod runtime_mounts;
 mod search;
 mod session;
 mod snapshot;
-mod tar_io;
+mod soft_delete;
+mod strict_commands;
+mod watchdog;
 
 // Tar images and shared base images (`rootfs:`, `export_tar`, `base:`).
 mod base_layer;
 mod base_snapshot;
 mod export;
 mod image;
-mod strict_commands;
-mod watchdog;
+mod tar_io;
 
 // Back-calls into Elixir, and their two users.
 mod builtins;

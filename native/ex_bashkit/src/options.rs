@@ -19,6 +19,7 @@ use crate::builtins::ElixirBuiltin;
 use crate::callbacks::CallbackChannel;
 use crate::from_map;
 use crate::interrupt::{Interrupt, InterruptibleSleep};
+use crate::policy::{CommandPolicy, Permits};
 use crate::value::Bytes;
 use crate::vfs::ElixirFs;
 
@@ -92,6 +93,10 @@ pub struct SessionConfig {
     pub rootfs: Option<Bytes>,
     /// `base:`: the image mounted copy-on-write under the session's layer.
     pub base: Option<BaseImage>,
+    /// `:commands`: which commands exist (`policy.rs`); `None`: all.
+    pub commands: Option<CommandPolicy>,
+    /// `:soft_delete`: the trash directory, or `None` (deletes are real).
+    pub soft_delete: Option<String>,
 }
 from_map!(SessionConfig {
     env,
@@ -110,6 +115,8 @@ from_map!(SessionConfig {
     python,
     rootfs,
     base,
+    commands,
+    soft_delete,
 });
 
 /// A minimal configuration for unit tests. The product's defaults are
@@ -179,6 +186,8 @@ impl Layer {
         match self {
             Layer::Base(layer) => Some(layer),
             Layer::Plain(_) => None,
+            commands: None,
+            soft_delete: None,
         }
     }
 }
@@ -268,8 +277,16 @@ pub fn build_bash_on(
     interrupt: Option<&Arc<Interrupt>>,
     layer: &Layer,
 ) -> Result<Bash, String> {
+    // Soft delete wraps the session's layer, so every command's deletes
+    // (and `Session.trash/1`) see the same trash.
+    let fs = match &config.soft_delete {
+        Some(trash) => {
+            Arc::new(crate::soft_delete::SoftDeleteFs::new(layer.fs(), trash)) as Arc<dyn FileSystem>
+        }
+        None => layer.fs(),
+    };
     let mut builder = Bash::builder()
-        .fs(layer.fs())
+        .fs(fs)
         .cwd(&config.cwd)
         .username(&config.username)
         .hostname(&config.hostname)
@@ -279,19 +296,26 @@ pub fn build_bash_on(
     for (key, value) in &config.env {
         builder = builder.env(key, value);
     }
-    builder = builder.network(crate::net::allowlist(config)?);
-    if let Some(guard) = crate::net::path_guard(config) {
-        builder = builder.before_http(guard);
-    }
+    builder = builder
+        .network(crate::net::allowlist(config)?)
+        .http_transport(crate::net::transport(config)?);
+    // The command policy: bashkit's commands outside it are filtered out of
+    // the table, ours are not registered (see `policy.rs` for why that
+    // covers every route to a command).
+    let permits = Permits::new(config.commands.as_ref())?;
+    let keep = permits.clone();
+    builder = builder.builtin_filter(move |name| keep.permits(name));
     for (name, command) in crate::strict_commands::all() {
-        builder = builder.builtin(name, command);
+        if permits.permits(name) {
+            builder = builder.builtin(name, command);
+        }
     }
-    if let Some(interrupt) = interrupt {
+    if let Some(interrupt) = interrupt.filter(|_| permits.permits("sleep")) {
         let sleep = InterruptibleSleep::new(Arc::clone(interrupt));
         builder = builder.builtin("sleep", Box::new(sleep));
     }
     if let Some(channel) = channel {
-        for name in &config.builtins {
+        for name in config.builtins.iter().filter(|n| permits.permits(n)) {
             let builtin = ElixirBuiltin::new(name.clone(), Arc::clone(channel));
             builder = builder.builtin(name, Box::new(builtin));
         }
@@ -299,7 +323,7 @@ pub fn build_bash_on(
     if !crate::runtime::in_worker() {
         builder = builder.before_tool(Box::new(crate::bombs::refuse));
     }
-    builder = crate::python::register(builder, config);
+    builder = crate::python::register(builder, config, &permits);
     let mut bash = builder.build();
     crate::python::hide_opt_in(&mut bash, config);
     enable_alias_expansion(&mut bash);

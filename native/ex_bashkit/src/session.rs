@@ -333,9 +333,18 @@ pub fn exec(
                 .as_ref()
                 .map(|c| c.attach(Arc::clone(&caller)));
 
-            // Scans stop at the exec's deadline (or a cancel); the change set
-            // is then marked incomplete.
-            let skip = &session.config.virtual_fs;
+            // Mount points of backends, and the trash (what a delete moved
+            // there is reported as deleted, not as a new file). Scans stop
+            // at the exec's deadline (or a cancel); the change set is then
+            // marked incomplete.
+            let skip: Vec<String> = session
+                .config
+                .virtual_fs
+                .iter()
+                .chain(&session.config.soft_delete)
+                .cloned()
+                .collect();
+            let skip = &skip;
             let stop = || ticket.is_stopped();
             let before = match call.track_changes {
                 true => Some(changes::scan(&bash.fs(), skip, &stop).await),

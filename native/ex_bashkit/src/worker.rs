@@ -321,7 +321,10 @@ fn dispatch(
         }
         "fs" => {
             let request = items.get(3).cloned().ok_or("missing request")?;
-            runtime::spawn_blocking(move || reply.finish(&fs_api::call(&session.fs(), &request)));
+            runtime::spawn_blocking(move || {
+                let trash = session.config().soft_delete.as_deref();
+                reply.finish(&fs_api::call(&session.fs(), trash, &request))
+            });
         }
         other => reply.finish(&Value::error(format!("unknown request {other}"))),
     }

@@ -142,6 +142,8 @@ impl Default for SessionConfig {
             python: Vec::new(),
             rootfs: None,
             base: None,
+            commands: None,
+            soft_delete: None,
         }
     }
 }
@@ -186,8 +188,6 @@ impl Layer {
         match self {
             Layer::Base(layer) => Some(layer),
             Layer::Plain(_) => None,
-            commands: None,
-            soft_delete: None,
         }
     }
 }
@@ -280,9 +280,8 @@ pub fn build_bash_on(
     // Soft delete wraps the session's layer, so every command's deletes
     // (and `Session.trash/1`) see the same trash.
     let fs = match &config.soft_delete {
-        Some(trash) => {
-            Arc::new(crate::soft_delete::SoftDeleteFs::new(layer.fs(), trash)) as Arc<dyn FileSystem>
-        }
+        Some(trash) => Arc::new(crate::soft_delete::SoftDeleteFs::new(layer.fs(), trash))
+            as Arc<dyn FileSystem>,
         None => layer.fs(),
     };
     let mut builder = Bash::builder()

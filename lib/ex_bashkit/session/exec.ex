@@ -6,7 +6,7 @@ defmodule ExBashkit.Session.Exec do
   # `ExBashkit.Callbacks`, which also serves the script's back-calls.
 
   alias ExBashkit.{Backend, Callbacks, Error, Session}
-  alias ExBashkit.Session.{Defaults, StreamPump}
+  alias ExBashkit.Session.{Defaults, Fs, StreamPump}
 
   @doc false
   @spec run(Session.t(), term(), term()) :: {:ok, ExBashkit.Result.t()} | {:error, Error.t()}
@@ -168,7 +168,7 @@ defmodule ExBashkit.Session.Exec do
 
     Enum.reduce(opts, {call, nil}, fn
       {:stdin, data}, {call, fwd} ->
-        case iodata_to_binary(data) do
+        case Fs.iodata_to_binary(data) do
           {:ok, bin} ->
             {%{call | stdin: bin}, fwd}
 
@@ -215,11 +215,5 @@ defmodule ExBashkit.Session.Exec do
     if String.valid?(script),
       do: :ok,
       else: {:error, "script is not valid UTF-8"}
-  end
-
-  defp iodata_to_binary(data) do
-    {:ok, IO.iodata_to_binary(data)}
-  rescue
-    ArgumentError -> :error
   end
 end

@@ -136,8 +136,8 @@ defmodule ExBashkit.NetworkTest do
       session = Session.new(allow_net: ["http://nx.invalid"])
 
       for tool <- ["curl -s", "curl", "wget -q -O -", "http GET"] do
-        missing = run(session, "#{tool} http://nx.invalid/x")
-        denied = run(session, "#{tool} http://denied.invalid/x")
+        missing = run!(session, "#{tool} http://nx.invalid/x")
+        denied = run!(session, "#{tool} http://denied.invalid/x")
         assert missing.exit_code != 0
         assert missing.stderr =~ "Could not resolve host: nx.invalid"
 
@@ -153,7 +153,7 @@ defmodule ExBashkit.NetworkTest do
       session = Session.new()
 
       for url <- [server.url <> "/x", "http://example.com/", "https://10.0.0.1/"] do
-        result = run(session, "curl -s #{url}; echo \" $?\"")
+        result = run!(session, "curl -s #{url}; echo \" $?\"")
         refute result.stderr =~ ~r/denied|allowlist|SSRF|blocked/i
         assert result.stderr =~ "Could not resolve host"
       end
@@ -163,7 +163,7 @@ defmodule ExBashkit.NetworkTest do
 
     test "an ambiguous encoded path on an allowed host is a 404", %{server: server} do
       session = Session.new(allow_net: [server.url <> "/allowed"], block_private_ips: false)
-      result = run(session, "curl -s -w ' %{http_code}' '#{server.url}/allowed/..%2fsecret.txt'")
+      result = run!(session, "curl -s -w ' %{http_code}' '#{server.url}/allowed/..%2fsecret.txt'")
       assert result.stdout == "Not Found\n 404"
       refute_request(server)
     end

@@ -919,7 +919,7 @@ defmodule ExBashkit.Session do
       iex> ExBashkit.Session.undelete(session, "/f")
       :ok
       iex> ExBashkit.Session.read_file(session, "/f")
-      {:ok, "v2\n"}
+      {:ok, "v2\\n"}
       iex> ExBashkit.Session.undelete(session, "/f")
       {:error, :eexist}
   """

@@ -116,6 +116,11 @@ defmodule ExBashkit.Worker do
   @impl true
   def init(opts) do
     Process.flag(:trap_exit, true)
+    # Frames are decoded with `[:safe]`: every atom they may carry must
+    # exist before the first one arrives. Some live in modules (such as
+    # `ExBashkit.Error`) that a fresh VM has not loaded yet: calling the
+    # list loads them.
+    _ = protocol_atoms()
 
     {:ok,
      %{
@@ -342,6 +347,9 @@ defmodule ExBashkit.Worker do
     [:ex_bashkit_reply, :ex_bashkit_output, :ex_bashkit_callback, :ok, :error, nil, true] ++
       [false, :env, :variables, :cwd, :functions, :aliases, :last_exit_code, :builtin, :vfs] ++
       [:read, :write, :append, :mkdir, :remove, :rename, :list, :stat, :file, :dir, :symlink] ++
+      [:fs_usage, :bytes, :files, :dirs, :complete, :created, :modified, :deleted] ++
+      [:trash, :undelete, :path, :trash_path, :deleted_at, :type, :size] ++
+      [:eexist, :enoent, :no_soft_delete] ++
       ExBashkit.Error.protocol_atoms()
   end
 

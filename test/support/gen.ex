@@ -429,6 +429,20 @@ defmodule ExBashkit.Test.Gen do
 
   defp option_value(:base, _), do: valid_or_not(const(nil), T.any())
 
+  defp option_value(:commands, _),
+    do:
+      valid_or_not(
+        T.oneof([const(nil), const(allow: ["ls", "cat"]), const(deny: ["curl"])]),
+        T.oneof([T.list(T.tuple([T.elements([:allow, :deny]), T.any()])), T.any()])
+      )
+
+  defp option_value(:soft_delete, _),
+    do:
+      valid_or_not(
+        T.oneof([T.boolean(), const(trash: "/.bin")]),
+        T.oneof([T.list(T.tuple([const(:trash), T.any()])), T.any()])
+      )
+
   defp option_value(:isolation, _),
     do: valid_or_not(T.elements([:process, :in_node]), T.any())
 

@@ -42,8 +42,9 @@ defmodule ExBashkit.MixProject do
       name: "bashkit_ex",
       licenses: ["MIT"],
       links: %{"GitHub" => @source_url},
-      files: ~w(lib build_support native/ex_bashkit/src native/ex_bashkit/Cargo.*
-                priv/native/.gitkeep checksum-Elixir.ExBashkit.Native.exs mix.exs README.md)
+      files:
+        ~w(lib build_support native/ex_bashkit/src native/ex_bashkit/Cargo.*
+                priv/native/.gitkeep checksum-Elixir.ExBashkit.Native.exs mix.exs README.md LICENSE CHANGELOG.md)
     ]
   end
 

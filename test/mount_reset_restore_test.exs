@@ -2,15 +2,10 @@ defmodule ExBashkit.MountResetRestoreTest do
   # `reset/1` and `restore/3` against host mounts (issue 22, items 10 and
   # 17): host files are not session state, so neither writes through a
   # mount; files a snapshot holds under a mount point are dropped.
-  use ExUnit.Case, async: true
+  use ExBashkit.Test.Case, async: true
 
   alias ExBashkit.{Result, Session}
   alias ExBashkit.Test.HostDir
-
-  defp run(session, script) do
-    {:ok, %Result{} = result} = Session.exec(session, script)
-    result
-  end
 
   test "reset/1 does not rewrite :files that live under a read_write mount" do
     dir = HostDir.create!()
@@ -27,7 +22,7 @@ defmodule ExBashkit.MountResetRestoreTest do
 
     # Edited later, by a script and by the host.
     assert %Result{exit_code: 0} =
-             run(s, "echo script-edit > /rw/config.txt; echo x > /tmp/mem.txt")
+             run!(s, "echo script-edit > /rw/config.txt; echo x > /tmp/mem.txt")
 
     File.write!(host_file, "host-edit")
     File.rm_rf!(Path.join(dir, "work"))
@@ -50,7 +45,7 @@ defmodule ExBashkit.MountResetRestoreTest do
     source = Session.new()
 
     assert %Result{exit_code: 0} =
-             run(source, """
+             run!(source, """
              mkdir -p /rw/deep /api
              for i in $(seq 1 40); do head -c 8000 /dev/urandom; done > /rw/deep/hidden.bin
              echo a > /rw/hidden.txt; echo b > /api/hidden.txt; echo c > /tmp/kept.txt
@@ -64,7 +59,7 @@ defmodule ExBashkit.MountResetRestoreTest do
     # Outside the mounts the snapshot is restored; under them the host (and
     # the backend) is what the session sees, untouched.
     assert {:ok, "c\n"} = Session.read_file(target, "/tmp/kept.txt")
-    assert %Result{stdout: "host.txt\n"} = run(target, "ls /rw")
+    assert %Result{stdout: "host.txt\n"} = run!(target, "ls /rw")
     assert File.ls!(dir) == ["host.txt"]
 
     # The dropped files are gone from the session, not merely hidden: a

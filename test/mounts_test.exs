@@ -2,17 +2,12 @@ defmodule ExBashkit.MountsTest do
   # Host directory mounts against real host directories, real files and real
   # symlinks. Isolation inside a mount is bashkit's (`RealFs`); these tests
   # prove it, and prove that a refused mount raises instead of being skipped.
-  use ExUnit.Case, async: true
+  use ExBashkit.Test.Case, async: true
 
   alias ExBashkit.Session
   alias ExBashkit.Test.HostDir
 
   @secret "TOP SECRET\n"
-
-  defp run(session, script) do
-    {:ok, result} = Session.exec(session, script)
-    result
-  end
 
   # A host layout with a mountable directory `data`, a sibling `data2` whose
   # name extends it, and `secrets` next to both.
@@ -47,15 +42,15 @@ defmodule ExBashkit.MountsTest do
 
     test "scripts read host files and directories", %{session: session} do
       assert %{stdout: "hello\nbee\n", exit_code: 0} =
-               run(session, "cat /data/a.txt; cat /data/sub/b.txt")
+               run!(session, "cat /data/a.txt; cat /data/sub/b.txt")
 
-      assert %{stdout: "a.txt\nsub\n"} = run(session, "ls /data")
-      assert %{stdout: "/data/sub\n"} = run(session, "cd /data/sub && pwd")
+      assert %{stdout: "a.txt\nsub\n"} = run!(session, "ls /data")
+      assert %{stdout: "/data/sub\n"} = run!(session, "cd /data/sub && pwd")
     end
 
     test "host changes made after mounting are visible", %{session: session, data: data} do
       File.write!(Path.join(data, "later.txt"), "fresh\n")
-      assert %{stdout: "fresh\n"} = run(session, "cat /data/later.txt")
+      assert %{stdout: "fresh\n"} = run!(session, "cat /data/later.txt")
     end
 
     test "every kind of write fails with a clear message and the host is untouched",
@@ -78,7 +73,7 @@ defmodule ExBashkit.MountsTest do
             "chmod 777 /data/a.txt",
             "sed -i s/hello/bye/ /data/a.txt"
           ] do
-        result = run(session, script)
+        result = run!(session, script)
         assert result.exit_code != 0, "#{script} succeeded: #{inspect(result)}"
         assert result.stderr =~ "mounted readonly", "#{script}: #{inspect(result.stderr)}"
       end
@@ -119,7 +114,7 @@ defmodule ExBashkit.MountsTest do
 
     test "the in-memory filesystem outside the mount stays writable", %{session: session} do
       assert %{exit_code: 0, stdout: "hello\n"} =
-               run(session, "cp /data/a.txt /tmp/a.txt && cat /tmp/a.txt")
+               run!(session, "cp /data/a.txt /tmp/a.txt && cat /tmp/a.txt")
     end
   end
 
@@ -140,7 +135,7 @@ defmodule ExBashkit.MountsTest do
       rm -r /work/sub
       """
 
-      assert %{exit_code: 0, stderr: ""} = run(session, script)
+      assert %{exit_code: 0, stderr: ""} = run!(session, script)
 
       assert File.read!(Path.join(data, "new.txt")) == "one\ntwo\n"
       assert File.read!(Path.join(data, "d/e/f.txt")) == "deep\n"
@@ -163,7 +158,7 @@ defmodule ExBashkit.MountsTest do
 
     test "relative symlinks that stay inside are allowed", %{session: session, data: data} do
       assert %{exit_code: 0, stdout: "bee\n"} =
-               run(session, "ln -s sub/b.txt /work/l && cat /work/l")
+               run!(session, "ln -s sub/b.txt /work/l && cat /work/l")
 
       assert File.read_link!(Path.join(data, "l")) == "sub/b.txt"
     end
@@ -173,7 +168,7 @@ defmodule ExBashkit.MountsTest do
       before = HostDir.snapshot(data)
 
       for target <- ["/etc/passwd", "../secrets/s.txt", "sub/../../secrets", "#{data}/a.txt"] do
-        result = run(session, "ln -s '#{target}' /work/evil")
+        result = run!(session, "ln -s '#{target}' /work/evil")
         assert result.exit_code != 0
         assert result.stderr =~ "sandbox security", inspect(result)
       end
@@ -209,7 +204,7 @@ defmodule ExBashkit.MountsTest do
             "cat /m/data/../data2/f.txt",
             "ls /m/data/../"
           ] do
-        result = run(session, script)
+        result = run!(session, script)
         refute_leak(result)
       end
 
@@ -221,7 +216,7 @@ defmodule ExBashkit.MountsTest do
       test "symlinks made before mounting (#{mode})", %{data: data} do
         session = Session.new(mounts: [{"/data", data, unquote(mode)}])
         # The same session reads what is really inside.
-        assert %{stdout: "bee\n"} = run(session, "cat /data/sub/b.txt")
+        assert %{stdout: "bee\n"} = run!(session, "cat /data/sub/b.txt")
 
         for script <- [
               "cat /data/rel/s.txt",
@@ -235,7 +230,7 @@ defmodule ExBashkit.MountsTest do
               "grep -r SECRET /data",
               "find /data -name s.txt -exec cat {} \\;"
             ] do
-          result = run(session, script)
+          result = run!(session, script)
           refute_leak(result)
         end
 
@@ -255,7 +250,7 @@ defmodule ExBashkit.MountsTest do
     test "symlinks made on the host after mounting", %{data: data, secrets: secrets} do
       session = Session.new(mounts: [{"/data", data, :read_only}])
       # The script has seen the directory before the links appear.
-      assert %{exit_code: 0} = run(session, "ls -R /data > /dev/null")
+      assert %{exit_code: 0} = run!(session, "ls -R /data > /dev/null")
 
       HostDir.populate!(data, %{
         "late_ok" => {:symlink, "sub"},
@@ -266,7 +261,7 @@ defmodule ExBashkit.MountsTest do
 
       # New entries are seen (nothing is cached), and a link that stays
       # inside works...
-      assert %{stdout: "bee\n"} = run(session, "cat /data/late_ok/b.txt")
+      assert %{stdout: "bee\n"} = run!(session, "cat /data/late_ok/b.txt")
 
       # ...while the ones that lead out do not.
       for script <- [
@@ -275,7 +270,7 @@ defmodule ExBashkit.MountsTest do
             "cat /data/late_file",
             "ls /data/late_rel/ /data/late_abs/"
           ] do
-        refute_leak(run(session, script))
+        refute_leak(run!(session, script))
       end
 
       assert {:error, _} = Session.read_file(session, "/data/late_abs/s.txt")
@@ -283,14 +278,14 @@ defmodule ExBashkit.MountsTest do
 
     test "a directory swapped for an escaping symlink after mounting", %{data: data, x: x} do
       session = Session.new(mounts: [{"/data", data, :read_write}])
-      assert %{stdout: "bee\n"} = run(session, "cd /data/sub && cat b.txt")
+      assert %{stdout: "bee\n"} = run!(session, "cd /data/sub && cat b.txt")
 
       # The script's cwd is inside `sub` when the host replaces it.
       File.rm_rf!(Path.join(data, "sub"))
       File.ln_s!("../secrets", Path.join(data, "sub"))
 
       for script <- ["cat s.txt", "cat /data/sub/s.txt", "ls", "echo pwned > /data/sub/s.txt"] do
-        refute_leak(run(session, script))
+        refute_leak(run!(session, script))
       end
 
       assert File.read!(Path.join(x, "secrets/s.txt")) == @secret
@@ -306,7 +301,7 @@ defmodule ExBashkit.MountsTest do
       session = Session.new(mounts: [{"/data", data, :read_write}])
       assert :ok = Session.write_file(session, "/data/rel/s.txt", "sandboxed")
       assert {:ok, "sandboxed"} = Session.read_file(session, "/secrets/s.txt")
-      assert %{exit_code: 0, stdout: "sandboxed"} = run(session, "cat /data/rel/s.txt")
+      assert %{exit_code: 0, stdout: "sandboxed"} = run!(session, "cat /data/rel/s.txt")
       assert File.read!(Path.join(data, "../secrets/s.txt")) == @secret
     end
 
@@ -315,7 +310,7 @@ defmodule ExBashkit.MountsTest do
       File.rename!(data, Path.join(x, "data_old"))
       File.ln_s!("secrets", data)
 
-      refute_leak(run(session, "cat /data/s.txt; ls /data"))
+      refute_leak(run!(session, "cat /data/s.txt; ls /data"))
       assert {:error, _} = Session.read_file(session, "/data/s.txt")
     end
 
@@ -340,7 +335,7 @@ defmodule ExBashkit.MountsTest do
             "rm -rf /data/abs/",
             "chmod 000 /data/relfile"
           ] do
-        run(session, script)
+        run!(session, script)
       end
 
       # The filesystem API goes the same way.
@@ -363,7 +358,7 @@ defmodule ExBashkit.MountsTest do
       host = layout()
       session = Session.new(mounts: [{"/data", host.data, :read_only}])
       HostDir.populate!(host.data, %{"sib" => {:symlink, Path.join(host.x, "data2")}})
-      refute_leak(run(session, "cat /data/sib/f.txt; ls /data/sib/"))
+      refute_leak(run!(session, "cat /data/sib/f.txt; ls /data/sib/"))
     end
 
     test "sensitive host locations are refused" do
@@ -397,7 +392,8 @@ defmodule ExBashkit.MountsTest do
       assert error.message =~ "(resolves to /etc)"
 
       # The temporary directory itself is fine.
-      assert %{stdout: "1"} = run(Session.new(mounts: [{"/m", tmp, :read_only}]), "cat /m/proj/x")
+      assert %{stdout: "1"} =
+               run!(Session.new(mounts: [{"/m", tmp, :read_only}]), "cat /m/proj/x")
     end
 
     test ":allowed_mount_paths is a switch: the denylist goes, the allowlist is the gate" do
@@ -543,10 +539,10 @@ defmodule ExBashkit.MountsTest do
       session =
         Session.new(mounts: [{"/data", outer, :read_only}, {"/data/out", inner, :read_write}])
 
-      assert %{stdout: "outer\ninner\n"} = run(session, "cat /data/o.txt /data/out/i.txt")
-      assert %{exit_code: 0} = run(session, "echo w > /data/out/w.txt")
+      assert %{stdout: "outer\ninner\n"} = run!(session, "cat /data/o.txt /data/out/i.txt")
+      assert %{exit_code: 0} = run!(session, "echo w > /data/out/w.txt")
       assert File.read!(Path.join(inner, "w.txt")) == "w\n"
-      assert %{exit_code: 1} = run(session, "echo w > /data/w.txt")
+      assert %{exit_code: 1} = run!(session, "echo w > /data/w.txt")
     end
 
     test "vfs paths must be written normalized" do
@@ -572,7 +568,7 @@ defmodule ExBashkit.MountsTest do
 
       assert File.read!(Path.join(dir, "seed.txt")) == "seeded"
       assert File.dir?(Path.join(dir, "start"))
-      assert %{stdout: "/work/start\n"} = run(session, "pwd")
+      assert %{stdout: "/work/start\n"} = run!(session, "pwd")
 
       ro = HostDir.create!()
 

@@ -1,8 +1,7 @@
 defmodule ExBashkit.PoolTest do
-  use ExUnit.Case, async: true
+  use ExBashkit.Test.Case, async: true
 
   alias ExBashkit.{Pool, Result, Session}
-  import ExBashkit.Test.Cluster, only: [eventually: 1]
 
   doctest ExBashkit.Pool
 

@@ -1,15 +1,10 @@
 defmodule ExBashkit.PythonTest do
-  use ExUnit.Case, async: true
+  use ExBashkit.Test.Case, async: true
   doctest ExBashkit.Python
 
   alias ExBashkit.{Result, Session}
 
   @opt_in "BASHKIT_ALLOW_INPROCESS_PYTHON"
-
-  defp run!(session, script, opts \\ []) do
-    assert {:ok, %Result{} = result} = Session.exec(session, script, opts)
-    result
-  end
 
   # Runs `code` as a python file and returns the result.
   defp py!(session, code) do
@@ -232,8 +227,8 @@ defmodule ExBashkit.PythonTest do
           assert code != 0
           assert stderr =~ ~r/TimeoutError|time limit/
 
-        {:error, message} ->
-          assert message =~ "timeout"
+        {:error, %{reason: reason}} ->
+          assert reason == :timeout
       end
 
       assert elapsed < 5_000
@@ -264,7 +259,7 @@ defmodule ExBashkit.PythonTest do
       s = Session.new(python: true)
       assert run!(s, "for i in $(seq 1 50); do python3 -c 'pass'; done; echo ok").stdout == "ok\n"
 
-      assert {:error, message} =
+      assert {:error, %{message: message}} =
                Session.exec(s, "for i in $(seq 1 150); do python3 -c 'pass'; done")
 
       assert message =~ "work units"

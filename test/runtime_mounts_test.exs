@@ -2,24 +2,19 @@ defmodule ExBashkit.RuntimeMountsTest do
   # Session.mount/4 and unmount/2 against real host directories: the same
   # gate as the :mounts option, shell state untouched, and what reset,
   # snapshot and restore do with mounts made at runtime.
-  use ExUnit.Case, async: true
+  use ExBashkit.Test.Case, async: true
 
   alias ExBashkit.Session
   alias ExBashkit.Test.{HostDir, MapFs}
-
-  defp run(session, script) do
-    {:ok, result} = Session.exec(session, script)
-    result
-  end
 
   test "a read-only mount reads host files and refuses writes" do
     host = HostDir.create!(%{"a.txt" => "hello\n"})
     s = Session.new()
     assert Session.mount(s, "/data", host) == :ok
-    assert run(s, "cat /data/a.txt").stdout == "hello\n"
+    assert run!(s, "cat /data/a.txt").stdout == "hello\n"
     assert Session.read_file(s, "/data/a.txt") == {:ok, "hello\n"}
 
-    result = run(s, "echo x > /data/b.txt")
+    result = run!(s, "echo x > /data/b.txt")
     assert result.exit_code != 0
     refute File.exists?(Path.join(host, "b.txt"))
     assert {:error, _} = Session.write_file(s, "/data/b.txt", "x")
@@ -29,19 +24,19 @@ defmodule ExBashkit.RuntimeMountsTest do
     host = HostDir.create!()
     s = Session.new()
     assert Session.mount(s, "/out", host, :read_write) == :ok
-    assert run(s, "echo made > /out/made.txt").exit_code == 0
+    assert run!(s, "echo made > /out/made.txt").exit_code == 0
     assert File.read!(Path.join(host, "made.txt")) == "made\n"
   end
 
   test "shell state is untouched by mount and unmount" do
     host = HostDir.create!(%{"f" => "1"})
     s = Session.new()
-    run(s, "export KEEP=yes; v=1; f() { echo fn; }; alias a='echo al'; cd /tmp")
+    run!(s, "export KEEP=yes; v=1; f() { echo fn; }; alias a='echo al'; cd /tmp")
     before = Session.state(s)
     :ok = Session.mount(s, "/m", host)
     :ok = Session.unmount(s, "/m")
     assert Session.state(s) == before
-    assert run(s, "echo $KEEP$v; f; a; pwd").stdout == "yes1\nfn\nal\n/tmp\n"
+    assert run!(s, "echo $KEEP$v; f; a; pwd").stdout == "yes1\nfn\nal\n/tmp\n"
   end
 
   test "the same checks as :mounts at new/1" do
@@ -67,7 +62,7 @@ defmodule ExBashkit.RuntimeMountsTest do
     # Nothing was attached by the refused attempts.
     assert {:error, _} = Session.unmount(s, "/m")
     assert Session.mount(s, "/m", Path.join(host, "inside")) == :ok
-    assert run(s, "cat /m/ok.txt").stdout == "ok"
+    assert run!(s, "cat /m/ok.txt").stdout == "ok"
   end
 
   test ":allowed_mount_paths governs runtime mounts too" do
@@ -92,7 +87,7 @@ defmodule ExBashkit.RuntimeMountsTest do
     assert {:error, msg} = Session.unmount(s, "/api")
     assert msg =~ ":virtual_fs"
     # The first mount is still the one in place.
-    assert run(s, "cat /boot/a").stdout == "a"
+    assert run!(s, "cat /boot/a").stdout == "a"
   end
 
   test "unmount removes new/1 and runtime mounts; paths fall back to memory" do
@@ -102,11 +97,11 @@ defmodule ExBashkit.RuntimeMountsTest do
     :ok = Session.mount(s, "/b", b)
     assert :ok = Session.unmount(s, "/a")
     assert :ok = Session.unmount(s, "/b")
-    assert run(s, "cat /a/a /b/b").exit_code != 0
+    assert run!(s, "cat /a/a /b/b").exit_code != 0
     assert {:error, _} = Session.unmount(s, "/a")
     # The path is free again.
     assert Session.mount(s, "/a", b) == :ok
-    assert run(s, "cat /a/b").stdout == "host"
+    assert run!(s, "cat /a/b").stdout == "host"
   end
 
   test "reset/1 drops runtime mounts and brings back new/1's" do
@@ -116,8 +111,8 @@ defmodule ExBashkit.RuntimeMountsTest do
     :ok = Session.unmount(s, "/a")
     :ok = Session.mount(s, "/b", b)
     :ok = Session.reset(s)
-    assert run(s, "cat /a/a").stdout == "A"
-    assert run(s, "cat /b/b").exit_code != 0
+    assert run!(s, "cat /a/a").stdout == "A"
+    assert run!(s, "cat /b/b").exit_code != 0
     assert {:error, _} = Session.unmount(s, "/b")
   end
 
@@ -125,17 +120,17 @@ defmodule ExBashkit.RuntimeMountsTest do
     host = HostDir.create!(%{"f" => "F"})
     source = Session.new()
     :ok = Session.mount(source, "/m", host)
-    run(source, "x=1")
+    run!(source, "x=1")
     {:ok, bytes} = Session.snapshot(source)
 
     # Restored elsewhere: the mount did not travel.
     fresh = Session.new()
     {:ok, fresh} = Session.restore(fresh, bytes)
-    assert run(fresh, "echo $x; cat /m/f").stdout == "1\n"
+    assert run!(fresh, "echo $x; cat /m/f").stdout == "1\n"
 
     # Restored into the source: its runtime mount stays.
     {:ok, source} = Session.restore(source, bytes)
-    assert run(source, "cat /m/f").stdout == "F"
+    assert run!(source, "cat /m/f").stdout == "F"
   end
 
   test "a mount from inside the session's own builtin is refused, not a deadlock" do

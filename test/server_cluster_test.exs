@@ -1,20 +1,13 @@
 defmodule ExBashkit.ServerClusterTest do
   # Real Erlang distribution: this VM and `:peer` nodes on 127.0.0.1.
-  use ExUnit.Case, async: false
+  use ExBashkit.Test.Case, async: false
 
   alias ExBashkit.{Result, Server}
   alias ExBashkit.Test.Cluster
-  import Cluster, only: [eventually: 1]
 
   @moduletag timeout: 120_000
 
-  @stateful """
-  export COLOR=blue
-  mkdir -p /work && cd /work
-  echo kept > /work/data.txt
-  greet() { echo "hello $1"; }
-  alias ll='ls -1'
-  """
+  @stateful stateful_script()
   @probe ~S[echo "$COLOR|$(pwd)|$(cat /work/data.txt)|$(greet x)|$(alias ll)"]
   @expected "blue|/work|kept|hello x|alias ll='ls -1'\n"
 

@@ -1,19 +1,11 @@
 defmodule ExBashkit.ServerTest do
-  use ExUnit.Case, async: true
+  use ExBashkit.Test.Case, async: true
 
   alias ExBashkit.{Result, Server}
-  import ExBashkit.Test.Cluster, only: [eventually: 1]
 
   doctest ExBashkit.Server
 
-  # Leaves state of every kind a checkpoint must carry.
-  @stateful """
-  export COLOR=blue
-  mkdir -p /work && cd /work
-  echo kept > /work/data.txt
-  greet() { echo "hello $1"; }
-  alias ll='ls -1'
-  """
+  @stateful stateful_script()
   @probe ~S[echo "$COLOR|$(pwd)|$(cat /work/data.txt 2>/dev/null)|$(greet x 2>/dev/null)"]
 
   # A builtin that tells the test it started, then waits to be released.
@@ -155,7 +147,9 @@ defmodule ExBashkit.ServerTest do
           limits: [max_loop_iterations: 1_000_000_000, max_commands: 1_000_000_000]
         )
 
-      assert {:error, message} = Server.exec(pid, "while true; do :; done", timeout_ms: 200)
+      assert {:error, %{message: message}} =
+               Server.exec(pid, "while true; do :; done", timeout_ms: 200)
+
       assert message =~ "timed out"
       assert {:ok, %Result{stdout: "ok\n"}} = Server.exec(pid, "echo ok")
     end
@@ -207,7 +201,7 @@ defmodule ExBashkit.ServerTest do
 
       task = Task.async(fn -> Server.exec(pid, "while true; do :; done") end)
       assert eventually(fn -> Server.cancel(pid) == :ok end)
-      assert {:error, message} = Task.await(task, 10_000)
+      assert {:error, %{message: message}} = Task.await(task, 10_000)
       assert message =~ "cancel"
       assert Server.cancel(pid) == :idle
     end

@@ -2,15 +2,10 @@ defmodule ExBashkit.SessionOptionRefusalsTest do
   # Options that used to be accepted and then misbehaved (issue 22, item 16):
   # each is now refused by `new/1` with an ArgumentError naming the option,
   # or normalized where the intent is unambiguous.
-  use ExUnit.Case, async: true
+  use ExBashkit.Test.Case, async: true
 
   alias ExBashkit.{Result, Session}
   alias ExBashkit.Test.HostDir
-
-  defp out(session, script) do
-    {:ok, %Result{stdout: stdout}} = Session.exec(session, script)
-    stdout
-  end
 
   describe ":cwd" do
     test "is normalized; .. is refused" do

@@ -1,7 +1,7 @@
 defmodule ExBashkit.ShellTest do
   # In-process: the shell reads from and writes to a captured group leader.
   # Not async: stderr is captured through the global :standard_error.
-  use ExUnit.Case, async: false
+  use ExBashkit.Test.Case, async: false
 
   import ExUnit.CaptureIO
 
@@ -32,17 +32,6 @@ defmodule ExBashkit.ShellTest do
 
   defp piped(target, input, opts \\ []), do: shell(target, input, [terminal: false] ++ opts)
   defp tty(target, input, opts \\ []), do: shell(target, input, [terminal: true] ++ opts)
-
-  defp tmp_file(name) do
-    path =
-      Path.join(
-        System.tmp_dir!(),
-        "ex_bashkit_shell_#{System.unique_integer([:positive])}_#{name}"
-      )
-
-    on_exit(fn -> File.rm(path) end)
-    path
-  end
 
   describe "the parser's answer (Reader.status/1)" do
     test "complete, incomplete and invalid input" do
@@ -109,6 +98,34 @@ defmodule ExBashkit.ShellTest do
       {out, _, {:ok, 0}} = piped(session, "echo $GREETING\nexport LEFT=behind\ncd /tmp\n")
       assert out == "hello\n"
       assert {:ok, %{stdout: "behind /tmp\n"}} = Session.exec(session, "echo $LEFT $(pwd)")
+    end
+  end
+
+  describe "on an ExBashkit.Server" do
+    test "by pid or name: commands are the server's execs, meta-commands act on it" do
+      name = :"shell_server_#{System.unique_integer([:positive])}"
+      {:ok, pid} = ExBashkit.Server.start_link(name: name, env: [FROM: "server"])
+
+      {out, _, {:ok, 0}} = piped(pid, "echo $FROM\nexport LEFT=behind\ncd /tmp\n")
+      assert out == "server\n"
+      assert {:ok, %{stdout: "behind /tmp\n"}} = ExBashkit.Server.exec(pid, "echo $LEFT $(pwd)")
+
+      {out, _, {:ok, 0}} = piped(name, "%state\n%reset\necho \"[$LEFT]\"\n")
+      assert out =~ "LEFT=behind"
+      assert out =~ "[]\n"
+      assert {:ok, %{stdout: "/\n"}} = ExBashkit.Server.exec(pid, "pwd")
+
+      path = tmp_path("server.snap")
+
+      {_, _, {:ok, 0}} =
+        piped(name, "export KEPT=1\n%snapshot #{path}\nexport KEPT=2\n%restore #{path}\n")
+
+      assert {:ok, %{stdout: "1\n"}} = ExBashkit.Server.exec(name, "echo $KEPT")
+    end
+
+    test "a pid or name that is not a server is refused" do
+      assert_raise ArgumentError, ~r/not an ExBashkit.Server/, fn -> Shell.start(self()) end
+      assert_raise ArgumentError, ~r/no ExBashkit.Server/, fn -> Shell.start(:no_such_server) end
     end
   end
 
@@ -229,7 +246,7 @@ defmodule ExBashkit.ShellTest do
     end
 
     test "%snapshot and %restore round-trip through a host file, keyed" do
-      file = tmp_file("snap.bin")
+      file = tmp_path("snap.bin")
       session = Session.new()
 
       {_, err, _} =
@@ -252,7 +269,7 @@ defmodule ExBashkit.ShellTest do
     end
 
     test "%restore uses EX_BASHKIT_SNAPSHOT_KEY when no key is given" do
-      file = tmp_file("envkey.bin")
+      file = tmp_path("envkey.bin")
       System.put_env("EX_BASHKIT_SNAPSHOT_KEY", "from-env")
       on_exit(fn -> System.delete_env("EX_BASHKIT_SNAPSHOT_KEY") end)
 

@@ -17,11 +17,12 @@ defmodule ExBashkit.ToolGrantsTest do
       refute prompt =~ "Extra tools"
 
       for {opts, present, absent} <- [
-            {[git: true], ["git (virtual"], ["sqlite3", "ts (aliases"]},
-            {[sqlite: true], ["sqlite3"], ["git (", "ts (aliases"]},
-            {[typescript: true], ["ts (aliases typescript, node, deno, bun"],
-             ["git (", "sqlite3"]},
-            {[python: true] ++ @all, ["python, python3 (", "git (", "sqlite3", "ts ("], []}
+            {[git: true], ["git (virtual git"], ["sqlite", "typescript"]},
+            {[sqlite: true], ["sqlite, sqlite3 (SQLite"], ["git", "typescript"]},
+            {[typescript: true], ["ts, typescript, node, deno, bun (a TypeScript"],
+             ["git", "sqlite"]},
+            {[python: true] ++ @all,
+             ["python, python3 (", "git (", "sqlite, sqlite3 (", "ts, typescript, node"], []}
           ] do
         session = Session.new(opts)
         description = Tool.definition(session).description
@@ -78,7 +79,7 @@ defmodule ExBashkit.ToolGrantsTest do
           [typescript: true, builtins: %{"node" => echo}],
           [typescript: true, python: [name: "ts"]]
         ] do
-      assert_raise ArgumentError, ~r/take the command name/, fn -> Session.new(opts) end
+      assert_raise ArgumentError, ~r/takes the command name/, fn -> Session.new(opts) end
     end
 
     # Names a tool does not take are free.

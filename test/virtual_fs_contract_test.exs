@@ -2,7 +2,7 @@ defmodule ExBashkit.VirtualFsContractTest do
   # The per-operation `ExBashkit.VirtualFs` contract (issue 19): callbacks
   # taking the mount's arg and a path rooted at the mount, `use` defaults, a
   # `stat/2` derived from `read/2`, `{Module, arg}` and bare `Module`.
-  use ExUnit.Case, async: true
+  use ExBashkit.Test.Case, async: true
 
   alias ExBashkit.{Result, Session}
   alias ExBashkit.Test.MapFs
@@ -71,11 +71,6 @@ defmodule ExBashkit.VirtualFsContractTest do
     def stat(_arg, "/dir"), do: {:ok, %{type: :dir, size: 0}}
     def stat(_arg, "/"), do: {:ok, %{type: :dir, size: 0}}
     def stat(_arg, _path), do: {:ok, %{type: :file, size: 0}}
-  end
-
-  defp run!(session, script) do
-    {:ok, %Result{} = result} = Session.exec(session, script)
-    result
   end
 
   describe "use ExBashkit.VirtualFs" do

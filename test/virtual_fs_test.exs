@@ -1,13 +1,8 @@
 defmodule ExBashkit.VirtualFsTest do
-  use ExUnit.Case, async: true
+  use ExBashkit.Test.Case, async: true
 
   alias ExBashkit.{Result, Session}
   alias ExBashkit.Test.MapFs
-
-  defp run!(session, script) do
-    {:ok, %Result{} = result} = Session.exec(session, script)
-    result
-  end
 
   # A backend that reports every request to the test process.
   defp recording(answer_fun) do

@@ -4,8 +4,8 @@ defmodule ExBashkit.Native do
   # arguments: every public entry point validates before calling them.
   #
   # Long work (scripts, anything that needs a session's interpreter) never
-  # runs inside a NIF call: `session_exec/5`, `exec_once/3`, `session_state/3`,
-  # `session_reset/3` submit the work to the library's interpreter threads and
+  # runs inside a NIF call: `session_exec/5`, `exec_once/4`, `session_state/4`,
+  # `session_reset/4` submit the work to the library's interpreter threads and
   # return at once; the answer arrives as `{:ex_bashkit_reply, ref, outcome}`
   # (see `ExBashkit.Callbacks`).
 
@@ -28,18 +28,20 @@ defmodule ExBashkit.Native do
   def session_new(_config), do: :erlang.nif_error(:nif_not_loaded)
   def session_new_inline(_config), do: :erlang.nif_error(:nif_not_loaded)
   def session_exec(_session, _script, _opts, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
-  def exec_once(_script, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+  def exec_once(_config, _script, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def session_info(_session), do: :erlang.nif_error(:nif_not_loaded)
   def live_sessions, do: :erlang.nif_error(:nif_not_loaded)
   def running_scripts, do: :erlang.nif_error(:nif_not_loaded)
   def callback_reply(_call_id, _answer), do: :erlang.nif_error(:nif_not_loaded)
   def session_cancel(_session), do: :erlang.nif_error(:nif_not_loaded)
   def session_cancel_exec(_session, _id), do: :erlang.nif_error(:nif_not_loaded)
-  def session_state(_session, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
-  def session_reset(_session, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
-  def session_snapshot(_session, _request, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+  def session_state(_session, _call, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+  def session_reset(_session, _call, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
 
-  def session_restore(_session, _bytes, _key, _pid, _ref),
+  def session_snapshot(_session, _request, _call, _pid, _ref),
+    do: :erlang.nif_error(:nif_not_loaded)
+
+  def session_restore(_session, _bytes, _key, _call, _pid, _ref),
     do: :erlang.nif_error(:nif_not_loaded)
 
   # The filesystem API: one request term (see `fs_api.rs`), answered here.
@@ -61,4 +63,9 @@ defmodule ExBashkit.Native do
   def session_mount(_session, _spec, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def session_unmount(_session, _vfs_path, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def session_describe(_session), do: :erlang.nif_error(:nif_not_loaded)
+
+  # Tar images and shared base images (`tar_io.rs`, `export.rs`, `image.rs`).
+  def session_export_tar(_session, _request, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+  def image_build(_spec), do: :erlang.nif_error(:nif_not_loaded)
+  def image_tar(_image), do: :erlang.nif_error(:nif_not_loaded)
 end

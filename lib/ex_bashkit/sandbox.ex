@@ -80,6 +80,7 @@ defmodule ExBashkit.Sandbox do
   if Code.ensure_loaded?(Condukt.Sandbox), do: @behaviour(Condukt.Sandbox)
 
   alias ExBashkit.{Search, Session}
+  alias ExBashkit.Session.VfsPath
 
   @default_exec_timeout_ms 120_000
   @default_grep_limit 1_000
@@ -210,26 +211,22 @@ defmodule ExBashkit.Sandbox do
 
   defp run(state, script, timeout) do
     tag = make_ref()
-    started = System.monotonic_time(:millisecond)
-
     outcome = Session.exec(state.session, script, timeout_ms: timeout, stream_to: {self(), tag})
 
-    elapsed = System.monotonic_time(:millisecond) - started
     # Every chunk is in the mailbox once exec returned: the chunks were
     # forwarded by this very process while it waited.
     output = drain(tag, [])
-    deadline = min(timeout, state.session_timeout_ms)
 
     case outcome do
       {:ok, result} ->
         {:ok, %{output: output, exit_code: result.exit_code}}
 
-      # A failed run that lasted the whole time allowed was stopped by a
-      # deadline, ours or the session's (the core's messages are not an API).
-      {:error, _} when elapsed >= deadline ->
+      # A deadline, ours or the session's: Condukt's `{:error, :timeout}`.
+      {:error, %ExBashkit.Error{reason: :timeout}} ->
         {:error, :timeout}
 
-      {:error, message} ->
+      # Condukt's contract is a message.
+      {:error, %ExBashkit.Error{message: message}} ->
         {:error, message}
     end
   end
@@ -527,7 +524,7 @@ defmodule ExBashkit.Sandbox do
 
   defp base_cwd("/" <> _ = cwd) when is_binary(cwd) do
     if String.valid?(cwd),
-      do: {:ok, Search.normalize(cwd)},
+      do: {:ok, VfsPath.normalize(cwd)},
       else: {:error, ":cwd is not valid UTF-8"}
   end
 
@@ -583,7 +580,7 @@ defmodule ExBashkit.Sandbox do
     cond do
       not String.valid?(path) -> {:error, "path is not valid UTF-8"}
       path == "" -> {:error, "empty path"}
-      true -> {:ok, Search.join(base, path)}
+      true -> {:ok, VfsPath.join(base, path)}
     end
   end
 

@@ -26,12 +26,12 @@ defmodule ExBashkit.Search do
   """
 
   alias ExBashkit.{Backend, Callbacks}
+  alias ExBashkit.Session.{Defaults, VfsPath}
 
   @default_max_entries 100_000
   @default_max_bytes 64 * 1024 * 1024
   @default_max_file_bytes 16 * 1024 * 1024
   @default_timeout_ms 30_000
-  @u64_max 0xFFFF_FFFF_FFFF_FFFF
 
   @typedoc "A line `grep/3` found."
   @type match :: %{path: String.t(), line_number: pos_integer(), line: String.t()}
@@ -75,7 +75,7 @@ defmodule ExBashkit.Search do
     with {:ok, pattern} <- utf8(pattern, "pattern"),
          {:ok, cwd} <- dir_opt(opts, :cwd) do
       base = cwd || "/"
-      absolute = join(base, pattern)
+      absolute = VfsPath.join(base, pattern)
 
       request = %{
         pattern: absolute,
@@ -209,7 +209,7 @@ defmodule ExBashkit.Search do
         {:ok, nil}
 
       "/" <> _ = path ->
-        with {:ok, path} <- utf8(path, inspect(key)), do: {:ok, normalize(path)}
+        with {:ok, path} <- utf8(path, inspect(key)), do: {:ok, VfsPath.normalize(path)}
 
       other ->
         raise ArgumentError, "#{inspect(key)} must be an absolute path, got: #{inspect(other)}"
@@ -226,7 +226,7 @@ defmodule ExBashkit.Search do
         nil
 
       n when is_integer(n) and n >= 0 ->
-        min(n, @u64_max)
+        Defaults.clamp_u64(n)
 
       other ->
         raise ArgumentError, ":limit must be a non-negative integer, got: #{inspect(other)}"
@@ -236,7 +236,7 @@ defmodule ExBashkit.Search do
   defp pos!(opts, key, default) do
     case Keyword.get(opts, key, default) do
       n when is_integer(n) and n >= 1 ->
-        min(n, @u64_max)
+        Defaults.clamp_u64(n)
 
       other ->
         raise ArgumentError, "#{inspect(key)} must be a positive integer, got: #{inspect(other)}"
@@ -248,28 +248,5 @@ defmodule ExBashkit.Search do
       flag when is_boolean(flag) -> flag
       other -> raise ArgumentError, "#{inspect(key)} must be a boolean, got: #{inspect(other)}"
     end
-  end
-
-  # -- paths ------------------------------------------------------------------
-
-  @doc false
-  # `path` resolved against the absolute directory `base`, with `.` and `..`
-  # segments resolved lexically (never above `/`); the result is absolute.
-  @spec join(String.t(), String.t()) :: String.t()
-  def join(base, "/" <> _ = path) when is_binary(base), do: normalize(path)
-  def join(base, path), do: normalize(base <> "/" <> path)
-
-  @doc false
-  @spec normalize(String.t()) :: String.t()
-  def normalize(path) do
-    path
-    |> String.split("/", trim: true)
-    |> Enum.reduce([], fn
-      ".", acc -> acc
-      "..", acc -> Enum.drop(acc, 1)
-      segment, acc -> [segment | acc]
-    end)
-    |> Enum.reverse()
-    |> then(&("/" <> Enum.join(&1, "/")))
   end
 end

@@ -83,8 +83,16 @@ defmodule ExBashkit.Shell do
   reading from and writing to the calling process's standard I/O.
 
   `session_or_opts` is an `ExBashkit.Session` (the shell works on it in
-  place: its state afterwards is what the shell left) or a keyword list of
-  `ExBashkit.Session.new/1` options for a new session.
+  place: its state afterwards is what the shell left), an `ExBashkit.Server`
+  (its pid or the name it was started with; the shell's commands are the
+  server's execs, so they are checkpointed and survive a migration like any
+  other), or a keyword list of `ExBashkit.Session.new/1` options for a new
+  session.
+
+  `exit`, `%exit` and end of input end the shell. In a terminal, Ctrl-D is
+  end of input for `mix ex_bashkit.shell`; inside iex it is not (iex's line
+  editor keeps Ctrl-D for deleting the character under the cursor), so use
+  `exit` or `%exit` there.
 
   Options:
 
@@ -98,7 +106,8 @@ defmodule ExBashkit.Shell do
   Returns `{:ok, status}`: the status of the last command run, or the one
   `exit` was given. Raises `ArgumentError` on a bad argument.
   """
-  @spec start(Session.t() | [Session.option()], [option()]) :: {:ok, integer()}
+  @spec start(Session.t() | ExBashkit.Server.server() | [Session.option()], [option()]) ::
+          {:ok, integer()}
   def start(session_or_opts, opts \\ []) do
     target = target!(session_or_opts)
     ctx = context!(target, opts)
@@ -108,24 +117,56 @@ defmodule ExBashkit.Shell do
         do:
           Context.output(
             ctx,
-            &Output.note(&1, "ExBashkit shell: %help for commands, Ctrl-D to leave\n")
+            &Output.note(&1, "ExBashkit shell: %help for commands, #{leave_keys()} to leave\n")
           ),
         else: ctx
 
     ctx |> loop() |> finish()
   end
 
-  # A server pid (`ExBashkit.Server`, once it exists) is one more clause
-  # here plus a `defimpl ExBashkit.Shell.Target, for: PID`.
   defp target!(%Session{} = session), do: session
   defp target!(opts) when is_list(opts), do: Session.new(opts)
+  defp target!(pid) when is_pid(pid), do: server!(pid, pid)
+
+  # A `GenServer` name an `ExBashkit.Server` was started with.
+  defp target!(name) when is_atom(name) or is_tuple(name) do
+    case GenServer.whereis(name) do
+      pid when is_pid(pid) -> server!(pid, name)
+      _ -> raise ArgumentError, "no ExBashkit.Server is registered as #{inspect(name)}"
+    end
+  end
 
   defp target!(other),
     do:
       raise(
         ArgumentError,
-        "expected an ExBashkit.Session or Session.new/1 options, got: #{inspect(other)}"
+        "expected an ExBashkit.Session, an ExBashkit.Server or Session.new/1 options, " <>
+          "got: #{inspect(other)}"
       )
+
+  # A local pid is checked to be a server (a remote one, on another node, is
+  # trusted: asking would mean a call that waits for its running exec).
+  defp server!(pid, given) do
+    if node(pid) != node() or server?(pid),
+      do: pid,
+      else: raise(ArgumentError, "#{inspect(given)} is not an ExBashkit.Server")
+  end
+
+  defp server?(pid) do
+    case Process.info(pid, :dictionary) do
+      {:dictionary, dict} -> dict[:"$initial_call"] == {ExBashkit.Server, :init, 1}
+      nil -> false
+    end
+  end
+
+  # Inside iex the VM's line editor (OTP's edlin) keeps Ctrl-D for "delete
+  # the character under the cursor" and never reports end of input, so the
+  # banner names what works there.
+  defp leave_keys do
+    if Code.ensure_loaded?(IEx) and apply(IEx, :started?, []),
+      do: "exit or %exit",
+      else: "Ctrl-D"
+  end
 
   defp context!(target, opts) do
     unless Keyword.keyword?(opts),
@@ -228,7 +269,8 @@ defmodule ExBashkit.Shell do
         ctx = if status != 0 and ctx.terminal, do: show_status(ctx, status), else: ctx
         {if(exited, do: :exit, else: :cont), ctx}
 
-      {:error, message} ->
+      {:error, error} ->
+        message = if is_exception(error), do: Exception.message(error), else: error
         ctx = %{ctx | last_exit: 1, last_changes: :unknown}
         {:cont, ctx |> Context.output(&Output.error(&1, message)) |> Context.refresh()}
     end

@@ -40,11 +40,10 @@ defmodule ExBashkit.Tool do
   """
 
   alias ExBashkit.Session
+  alias ExBashkit.Session.Defaults
 
   @max_lines 2_000
   @max_bytes 50 * 1024
-  @default_session_timeout_ms 30_000
-  @default_max_commands 10_000
 
   @commands ~w(
     echo printf cat read grep sed awk jq head tail sort uniq cut tr wc nl paste column comm diff
@@ -151,12 +150,19 @@ defmodule ExBashkit.Tool do
       true
       iex> prompt =~ "Network: none"
       true
-      iex> ExBashkit.Tool.system_prompt(ExBashkit.Session.new(git: true)) =~ "git (virtual"
+      iex> ExBashkit.Tool.system_prompt(ExBashkit.Session.new(git: true)) =~ "git (virtual git"
       true
   """
   @spec system_prompt(Session.t()) :: String.t()
   def system_prompt(session) do
-    state = Session.state(session)
+    # The prompt needs the state: a session that cannot give it is an error
+    # of the caller's setup, as before `state/2` returned errors.
+    state =
+      case Session.state(session) do
+        {:error, message} -> raise RuntimeError, "ExBashkit.Tool.system_prompt/1: " <> message
+        state -> state
+      end
+
     info = Session.Mounts.describe(session)
     home = state.variables["HOME"] || state.env["HOME"] || "/"
 
@@ -205,28 +211,28 @@ defmodule ExBashkit.Tool do
     end
   end
 
-  @git_text "git (virtual, on the sandbox filesystem: init, add, commit, status, log, " <>
-              "branch, checkout, show, ls-files, rev-parse, restore, grep; " <>
-              "no network transfers, `git diff` is only a placeholder)"
-  @sqlite_text "sqlite3 (alias sqlite; SQLite database files live in the sandbox filesystem)"
-  @typescript_text "ts (aliases typescript, node, deno, bun: a TypeScript/JavaScript " <>
-                     "interpreter subset, no npm packages, no network)"
-  @tool_commands ["git", "sqlite", "sqlite3", "ts", "typescript", "node", "deno", "bun"]
+  # What each grant is, in words, after the commands it gave the session.
+  @tool_texts [
+    python: "a Python subset interpreter: no third-party packages, no network",
+    git:
+      "virtual git on the sandbox filesystem: init, add, commit, status, log, branch, " <>
+        "checkout, show, ls-files, rev-parse, restore, grep; no network transfers, " <>
+        "`git diff` is only a placeholder",
+    sqlite: "SQLite; database files live in the sandbox filesystem",
+    typescript: "a TypeScript/JavaScript interpreter subset: no npm packages, no network"
+  ]
 
-  # What the granted tools are, in words; `nil` when none. The commands
-  # that are not git's, SQLite's or TypeScript's are Python's names.
-  defp tools_text(commands) do
-    python = Enum.reject(commands, &(&1 in @tool_commands))
-
-    [
-      python != [] &&
-        "#{Enum.join(python, ", ")} (a Python subset interpreter: no third-party packages, " <>
-          "no network)",
-      "git" in commands && @git_text,
-      "sqlite3" in commands && @sqlite_text,
-      "ts" in commands && @typescript_text
-    ]
-    |> Enum.filter(&is_binary/1)
+  # The granted tools in words, from the session's description (the
+  # commands each grant gave it, the command policy applied); `nil` when
+  # none.
+  defp tools_text(tools) do
+    @tool_texts
+    |> Enum.flat_map(fn {grant, text} ->
+      case Map.get(tools, grant, []) do
+        [] -> []
+        names -> ["#{Enum.join(names, ", ")} (#{text})"]
+      end
+    end)
     |> case do
       [] -> nil
       parts -> Enum.join(parts, "; ")
@@ -234,8 +240,8 @@ defmodule ExBashkit.Tool do
   end
 
   defp limits_line(limits) do
-    timeout = Map.get(limits, :timeout_ms, @default_session_timeout_ms)
-    commands = Map.get(limits, :max_commands, @default_max_commands)
+    timeout = Map.get(limits, :timeout_ms, Defaults.bashkit_limit(:timeout_ms))
+    commands = Map.get(limits, :max_commands, Defaults.bashkit_limit(:max_commands))
 
     "Limits per call: #{commands} commands, #{format_ms(timeout)}" <>
       if(Map.has_key?(limits, :max_total_commands),
@@ -295,24 +301,14 @@ defmodule ExBashkit.Tool do
           nil
         )
 
-      {:error, message} ->
-        if elapsed >= deadline(session, timeout) do
-          seconds = :erlang.float_to_binary(elapsed / 1000, decimals: 1)
-          note = "bashkit: execution timed out after #{seconds}s\n"
-          response(cut(stdout, false), cut(stderr, false) <> note, 124, "timeout")
-        else
-          response(cut(stdout, false), cut(stderr, false) <> message <> "\n", 1, message)
-        end
+      {:error, %ExBashkit.Error{reason: :timeout}} ->
+        seconds = :erlang.float_to_binary(elapsed / 1000, decimals: 1)
+        note = "bashkit: execution timed out after #{seconds}s\n"
+        response(cut(stdout, false), cut(stderr, false) <> note, 124, "timeout")
+
+      {:error, %ExBashkit.Error{message: message}} ->
+        response(cut(stdout, false), cut(stderr, false) <> message <> "\n", 1, message)
     end
-  end
-
-  # The earliest deadline that could have stopped the call: its own, or
-  # the session's :timeout_ms limit (the core's messages are not an API).
-  defp deadline(session, timeout) do
-    session_timeout =
-      Map.get(Session.Mounts.describe(session).limits, :timeout_ms, @default_session_timeout_ms)
-
-    if timeout, do: min(timeout, session_timeout), else: session_timeout
   end
 
   defp drain(tag, out, err) do

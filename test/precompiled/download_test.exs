@@ -130,12 +130,7 @@ defmodule ExBashkit.Precompiled.DownloadTest do
     write_sums(ctx, %{ctx.name => "sha256:" <> ctx.hex})
     {output, status} = run(ctx, "/tampered", ["compile"])
 
-    assert status != 0
-    assert output =~ "checksum mismatch"
-    assert output =~ ctx.name
-    assert output =~ "expected sha256:#{ctx.hex}"
-    assert output =~ "actual   sha256:#{sha256(ctx.tampered)}"
-    assert_nothing_installed(ctx)
+    assert_checksum_mismatch(ctx, {output, status}, ctx.hex, sha256(ctx.tampered))
   end
 
   test "a wrong checksum entry is a compile error naming both checksums", ctx do
@@ -143,12 +138,7 @@ defmodule ExBashkit.Precompiled.DownloadTest do
     write_sums(ctx, %{ctx.name => "sha256:" <> wrong})
     {output, status} = run(ctx, "/good", ["compile"])
 
-    assert status != 0
-    assert output =~ "checksum mismatch"
-    assert output =~ ctx.name
-    assert output =~ "expected sha256:#{wrong}"
-    assert output =~ "actual   sha256:#{ctx.hex}"
-    assert_nothing_installed(ctx)
+    assert_checksum_mismatch(ctx, {output, status}, wrong, ctx.hex)
   end
 
   test "a 404 without cargo fails with both ways out", ctx do
@@ -292,6 +282,17 @@ defmodule ExBashkit.Precompiled.DownloadTest do
       path = Path.join([ctx.dir, "priv/native", installed])
       assert File.read!(path) == content, "#{path} differs from #{entry} in the artifact"
     end
+  end
+
+  # The compile failed on the checksum, naming the artifact and both sums,
+  # and left nothing behind.
+  defp assert_checksum_mismatch(ctx, {output, status}, expected, actual) do
+    assert status != 0
+    assert output =~ "checksum mismatch"
+    assert output =~ ctx.name
+    assert output =~ "expected sha256:#{expected}"
+    assert output =~ "actual   sha256:#{actual}"
+    assert_nothing_installed(ctx)
   end
 
   defp assert_nothing_installed(ctx) do

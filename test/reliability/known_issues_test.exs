@@ -11,7 +11,7 @@ defmodule ExBashkit.Reliability.KnownIssuesTest do
   use ExUnit.Case, async: false
 
   alias ExBashkit.{Result, Session}
-  alias ExBashkit.Test.LoopbackHttp
+  alias ExBashkit.Test.HttpServer
 
   @moduletag :known_issue
 
@@ -24,7 +24,7 @@ defmodule ExBashkit.Reliability.KnownIssuesTest do
   @tag timeout: 60_000
   test "a background job that outlives the timeout poisons the session" do
     s = Session.new(limits: [timeout_ms: 500])
-    assert {:error, message} = Session.exec(s, "sleep 1000 & wait")
+    assert {:error, %{message: message}} = Session.exec(s, "sleep 1000 & wait")
     assert message =~ "timeout"
     assert {:ok, %Result{stdout: "alive\n"}} = Session.exec(s, "echo alive")
   end
@@ -32,12 +32,12 @@ defmodule ExBashkit.Reliability.KnownIssuesTest do
   # bashkit 0.20.2: `-L` is ignored when combined with other short flags:
   # `curl -sL` returns the 3xx body with exit 0, `curl -s -L` follows.
   test "`curl -sL` does not follow redirects" do
-    {:ok, server} =
-      LoopbackHttp.start(
+    server =
+      HttpServer.start!(
         routes: %{"/from" => {302, [{"location", "/to"}], "moved"}, "/to" => {200, [], "arrived"}}
       )
 
-    base = "http://127.0.0.1:#{LoopbackHttp.port(server)}"
+    base = "http://127.0.0.1:#{server.port}"
     s = Session.new(allow_net: [base], block_private_ips: false)
     assert {:ok, %Result{stdout: "arrived"}} = Session.exec(s, "curl -s -L #{base}/from")
     assert {:ok, %Result{stdout: "arrived"}} = Session.exec(s, "curl -sL #{base}/from")

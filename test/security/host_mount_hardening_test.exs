@@ -2,7 +2,7 @@ defmodule ExBashkit.Security.HostMountHardeningTest do
   # Escapes and wrong behaviour of host mounts found by a probe (issue 22,
   # items 1-5, 12 and 15), against real host directories. Each test failed
   # on the build before `host_fs.rs` / `strict_commands.rs`.
-  use ExUnit.Case, async: true
+  use ExBashkit.Test.Case, async: true
 
   import Bitwise
 
@@ -10,11 +10,6 @@ defmodule ExBashkit.Security.HostMountHardeningTest do
   alias ExBashkit.Test.HostDir
 
   @secret "TOP SECRET\n"
-
-  defp run(session, script) do
-    {:ok, %Result{} = result} = Session.exec(session, script)
-    result
-  end
 
   defp special_bits(path), do: File.lstat!(path).mode &&& 0o7000
 
@@ -57,7 +52,7 @@ defmodule ExBashkit.Security.HostMountHardeningTest do
       stat -c '%a' /rw/suid /rw/sg
       """
 
-      assert %Result{exit_code: 0, stdout: "755\n777\n"} = run(s, script)
+      assert %Result{exit_code: 0, stdout: "755\n777\n"} = run!(s, script)
 
       for name <- ["suid", "sg", "sticky", "a.txt", "copied", "pkg/tool", "moved"] do
         path = Path.join(host.data, name)
@@ -76,7 +71,7 @@ defmodule ExBashkit.Security.HostMountHardeningTest do
       File.chmod!(target, 0o4755)
       s = Session.new(mounts: [{"/rw", host.data, :read_write}])
 
-      assert %Result{exit_code: 0} = run(s, "echo new > /rw/a.txt; echo more >> /rw/a.txt")
+      assert %Result{exit_code: 0} = run!(s, "echo new > /rw/a.txt; echo more >> /rw/a.txt")
       assert File.read!(target) == "new\nmore\n"
       assert special_bits(target) == 0
       assert (File.lstat!(target).mode &&& 0o777) == 0o755
@@ -88,13 +83,13 @@ defmodule ExBashkit.Security.HostMountHardeningTest do
       host = layout()
       s = Session.new(mounts: [{"/rw", host.data, :read_write}])
 
-      r = run(s, "rm -rf /rw; echo rc=$?")
+      r = run!(s, "rm -rf /rw; echo rc=$?")
       assert r.stdout == "rc=1\n"
       assert r.stderr =~ "Device or resource busy"
       assert File.dir?(host.data)
       assert File.ls!(host.data) == []
 
-      r = run(s, "rmdir /rw; echo rc=$?; mv /rw /elsewhere; echo rc=$?")
+      r = run!(s, "rmdir /rw; echo rc=$?; mv /rw /elsewhere; echo rc=$?")
       assert r.stdout == "rc=1\nrc=1\n"
       assert File.dir?(host.data)
 
@@ -108,7 +103,7 @@ defmodule ExBashkit.Security.HostMountHardeningTest do
       # The host's sibling entries were never touched.
       assert File.read!(Path.join(host.secrets, "s.txt")) == @secret
       # ...and the mount still works.
-      assert %Result{stdout: "ok\n"} = run(s, "echo ok > /rw/g && cat /rw/g")
+      assert %Result{stdout: "ok\n"} = run!(s, "echo ok > /rw/g && cat /rw/g")
     end
   end
 
@@ -146,7 +141,7 @@ defmodule ExBashkit.Security.HostMountHardeningTest do
       echo finished
       """
 
-      result = run(s, script)
+      result = run!(s, script)
       send(swapper, :stop)
       assert_receive :swapper_done, 10_000
 
@@ -186,7 +181,7 @@ defmodule ExBashkit.Security.HostMountHardeningTest do
       File.ln_s!("sub/b.txt", Path.join(host.data, "rel_in"))
       s = Session.new(mounts: [{"/m", host.data, :read_only}])
 
-      r = run(s, "readlink /m/abs_in; readlink /m/rel_in; readlink /m/abs_out; echo rc=$?")
+      r = run!(s, "readlink /m/abs_in; readlink /m/rel_in; readlink /m/abs_out; echo rc=$?")
       assert r.stdout == "/m/sub/b.txt\nsub/b.txt\nrc=1\n"
 
       for script <- [
@@ -197,14 +192,14 @@ defmodule ExBashkit.Security.HostMountHardeningTest do
             "stat /m/abs_out",
             "cat /m/abs_out"
           ] do
-        r = run(s, script)
+        r = run!(s, script)
         refute r.stdout =~ host.x, "#{script}: #{inspect(r)}"
         refute r.stderr =~ host.x, "#{script}: #{inspect(r)}"
         refute r.stdout =~ "SECRET"
       end
 
       # A link inside the mount still works, as a sandbox path.
-      assert %Result{stdout: "bee\n"} = run(s, "cat /m/abs_in")
+      assert %Result{stdout: "bee\n"} = run!(s, "cat /m/abs_in")
       assert {:ok, %{type: :symlink}} = Session.stat(s, "/m/abs_out")
       assert {:error, message} = Session.read_file(s, "/m/abs_out")
       refute message =~ host.x
@@ -223,7 +218,7 @@ defmodule ExBashkit.Security.HostMountHardeningTest do
       s = Session.new(mounts: [{"/m", host.data, :read_only}], limits: [timeout_ms: 60_000])
 
       for script <- ["head -c 10 /m/big.bin", "cat /m/big.bin | wc -c", "cp /m/big.bin /tmp/x"] do
-        r = run(s, script)
+        r = run!(s, script)
         assert r.stderr =~ "file too large to read", "#{script}: #{inspect(r)}"
         assert r.stderr =~ "file size limit"
       end
@@ -233,7 +228,7 @@ defmodule ExBashkit.Security.HostMountHardeningTest do
 
       # Below the limit, reading works as before.
       File.write!(Path.join(host.data, "small.bin"), :binary.copy("a", 1_000_000))
-      assert %Result{stdout: "1000000\n"} = run(s, "wc -c < /m/small.bin")
+      assert %Result{stdout: "1000000\n"} = run!(s, "wc -c < /m/small.bin")
     end
   end
 
@@ -251,7 +246,7 @@ defmodule ExBashkit.Security.HostMountHardeningTest do
       cat /tmp/ok.txt
       """
 
-      r = run(s, script)
+      r = run!(s, script)
       assert r.stdout == "before\ndata\ntee=1\nmore\ntee=1\ndata\n"
       assert r.stderr =~ "tee: /ro/t.txt: realfs is mounted readonly"
       assert r.stderr =~ "tee: /nowhere/t.txt:"
@@ -266,7 +261,7 @@ defmodule ExBashkit.Security.HostMountHardeningTest do
       before = HostDir.snapshot(host.ro)
 
       for script <- ["rm -rf /ro/sub", "rm -f /ro/sub/keep.txt", "rm -r /ro/sub"] do
-        r = run(s, script)
+        r = run!(s, script)
         assert r.exit_code == 1, "#{script}: #{inspect(r)}"
         assert r.stderr =~ "rm: cannot remove '/ro/sub", script
         assert r.stderr =~ "mounted readonly", script
@@ -275,8 +270,8 @@ defmodule ExBashkit.Security.HostMountHardeningTest do
       assert HostDir.snapshot(host.ro) == before
 
       # -f still forgives what does not exist.
-      assert %Result{exit_code: 0, stderr: ""} = run(s, "rm -f /ro/missing /tmp/missing")
-      assert %Result{exit_code: 1} = run(s, "rm /tmp/missing")
+      assert %Result{exit_code: 0, stderr: ""} = run!(s, "rm -f /ro/missing /tmp/missing")
+      assert %Result{exit_code: 1} = run!(s, "rm /tmp/missing")
     end
   end
 end

@@ -1,16 +1,16 @@
 defmodule ExBashkit.Security.MountsTest do
   # Host-mount escapes, each a named test, against real host directories with
-  # real symlinks (see ExBashkit.Test.HostTree for the layout). Isolation
+  # real symlinks (see ExBashkit.Test.HostDir for the layout). Isolation
   # inside a mount is bashkit's RealFs; these tests prove it holds through
   # scripts and through the filesystem API, and that sensitive host paths
   # cannot be mounted at all.
   use ExUnit.Case, async: true
 
   alias ExBashkit.{Result, Session}
-  alias ExBashkit.Test.HostTree
+  alias ExBashkit.Test.HostDir
 
   setup do
-    layout = HostTree.escape_layout!()
+    layout = HostDir.escape_layout!()
     ro = Session.new(mounts: [{"/data", layout.inner, :read_only}])
     rw = Session.new(mounts: [{"/data", layout.inner, :read_write}])
     Map.merge(layout, %{ro: ro, rw: rw})
@@ -19,12 +19,12 @@ defmodule ExBashkit.Security.MountsTest do
   defp out(session, script) do
     case Session.exec(session, script) do
       {:ok, %Result{stdout: out, stderr: err}} -> out <> err
-      {:error, message} -> message
+      {:error, %{message: message}} -> message
     end
   end
 
   defp refute_secret(text, what),
-    do: refute(text =~ HostTree.secret(), "#{what} leaked the secret")
+    do: refute(text =~ HostDir.secret(), "#{what} leaked the secret")
 
   test "positive control: the mount works and stays-inside links resolve", ctx do
     for s <- [ctx.ro, ctx.rw] do
@@ -55,7 +55,7 @@ defmodule ExBashkit.Security.MountsTest do
       assert match?({:error, _}, Session.read_file(s, path)), "read_file #{path}"
     end
 
-    HostTree.assert_contained!(ctx)
+    HostDir.assert_contained!(ctx)
   end
 
   test "mount .. traversal: writes through .. on a read_write mount land in the sandbox", ctx do
@@ -65,7 +65,7 @@ defmodule ExBashkit.Security.MountsTest do
     end
 
     Session.exec(ctx.rw, "cp /data/ok.txt /data/../../copied.txt; mv /data/sub /data/../../moved")
-    HostTree.assert_contained!(ctx)
+    HostDir.assert_contained!(ctx)
     refute File.exists?(Path.join(Path.dirname(ctx.root), "escape.txt"))
     refute File.exists?(Path.join(Path.dirname(ctx.root), "copied.txt"))
   end
@@ -89,7 +89,7 @@ defmodule ExBashkit.Security.MountsTest do
       assert {:error, _} = Session.read_file(s, path)
     end
 
-    HostTree.assert_contained!(ctx)
+    HostDir.assert_contained!(ctx)
   end
 
   test "absolute symlinks (to a host file, a host dir, /etc/hostname) are not followed", ctx do
@@ -110,7 +110,7 @@ defmodule ExBashkit.Security.MountsTest do
       end
     end
 
-    HostTree.assert_contained!(ctx)
+    HostDir.assert_contained!(ctx)
   end
 
   test "writes through symlinks that point out of a read_write mount are refused", ctx do
@@ -125,17 +125,17 @@ defmodule ExBashkit.Security.MountsTest do
           "sed -i s/HOST/PWNED/ /data/abs_link"
         ] do
       Session.exec(ctx.rw, script)
-      HostTree.assert_contained!(ctx)
+      HostDir.assert_contained!(ctx)
     end
 
     for path <- ["/data/abs_link", "/data/rel_link", "/data/dir_link/secret.txt"] do
       Session.write_file(ctx.rw, path, "pwned")
-      HostTree.assert_contained!(ctx)
+      HostDir.assert_contained!(ctx)
     end
   end
 
   test "a script cannot plant a symlink or hard link on the host that points out", ctx do
-    before = HostTree.snapshot(ctx.inner)
+    before = HostDir.snapshot(ctx.inner)
 
     Session.exec(ctx.rw, """
     ln -s /etc/passwd /data/planted_abs
@@ -145,17 +145,17 @@ defmodule ExBashkit.Security.MountsTest do
     ln /data/../secret.txt /data/hard2
     """)
 
-    for {rel, {:symlink, target}} <- HostTree.snapshot(ctx.inner),
+    for {rel, {:symlink, target}} <- HostDir.snapshot(ctx.inner),
         not Map.has_key?(before, rel) do
       resolved = Path.expand(target, Path.dirname(Path.join(ctx.inner, rel)))
       assert String.starts_with?(resolved, ctx.inner <> "/"), "planted #{rel} -> #{target}"
     end
 
-    HostTree.assert_contained!(ctx)
+    HostDir.assert_contained!(ctx)
   end
 
   test "a read_only mount refuses every write and the host is untouched", ctx do
-    before = HostTree.snapshot(ctx.inner)
+    before = HostDir.snapshot(ctx.inner)
 
     for script <- [
           "echo x > /data/new",
@@ -174,7 +174,7 @@ defmodule ExBashkit.Security.MountsTest do
     assert {:error, _} = Session.remove(ctx.ro, "/data/ok.txt")
     assert {:error, _} = Session.rename(ctx.ro, "/data/ok.txt", "/data/x")
     assert {:error, _} = Session.mkdir(ctx.ro, "/data/d")
-    assert HostTree.snapshot(ctx.inner) == before
+    assert HostDir.snapshot(ctx.inner) == before
   end
 
   describe "sensitive paths" do

@@ -37,29 +37,6 @@ defmodule ExBashkit.Test.Cluster do
     :exit, _ -> :ok
   end
 
-  @doc false
-  # Poll `fun` every 10 ms until it returns a truthy value, for at most
-  # `timeout` ms; raise past it. Returns the value.
-  @spec eventually((() -> term()), pos_integer()) :: term()
-  def eventually(fun, timeout \\ 10_000) do
-    deadline = System.monotonic_time(:millisecond) + timeout
-    poll(fun, deadline)
-  end
-
-  defp poll(fun, deadline) do
-    cond do
-      value = fun.() ->
-        value
-
-      System.monotonic_time(:millisecond) > deadline ->
-        raise "condition not met in time"
-
-      true ->
-        Process.sleep(10)
-        poll(fun, deadline)
-    end
-  end
-
   defp distribute! do
     unless Node.alive?() do
       epmd = System.find_executable("epmd") || raise "epmd not found: cannot start distribution"

@@ -4,6 +4,22 @@ defmodule ExBashkit.Test.HostDir do
   # `System.tmp_dir!/0` (on Linux `/tmp`, which bashkit's sensitive-path
   # denylist does not cover; on macOS it lives under `/private`, which it
   # does). Removed when the test ends.
+  #
+  # `escape_layout!/0` is the fixed tree of the mount escape tests (all
+  # under a fresh `root`):
+  #
+  #   root/secret.txt                  outside the mount: must never leak
+  #   root/inner/ok.txt                the mounted directory
+  #   root/inner/sub/deep.txt
+  #   root/inner/rel_link  -> ../secret.txt        relative, out of the mount
+  #   root/inner/abs_link  -> <root>/secret.txt    absolute, out of the mount
+  #   root/inner/host_link -> /etc/hostname        absolute, host system file
+  #   root/inner/dir_link  -> ..                   directory, out of the mount
+  #   root/inner/abs_dir   -> <root>               absolute directory
+  #   root/inner/loop      -> loop                 self-loop
+  #   root/inner/in_link   -> ok.txt               stays inside: allowed
+
+  @secret "HOST-SECRET-#{:erlang.phash2(make_ref())}"
 
   @doc """
   Create a fresh directory and lay out `tree` in it: `%{"a/b.txt" => "content"}`
@@ -34,6 +50,40 @@ defmodule ExBashkit.Test.HostDir do
     end
 
     root
+  end
+
+  @doc "What `escape_layout!/0` keeps outside the mount."
+  def secret, do: @secret
+
+  @doc """
+  The escape layout above; returns `%{root, inner, secret_path}` (canonical).
+  """
+  def escape_layout! do
+    root = create!(%{"secret.txt" => @secret})
+    inner = Path.join(root, "inner")
+
+    populate!(inner, %{
+      "ok.txt" => "inside\n",
+      "sub/deep.txt" => "deep\n",
+      "rel_link" => {:symlink, "../secret.txt"},
+      "abs_link" => {:symlink, Path.join(root, "secret.txt")},
+      "host_link" => {:symlink, "/etc/hostname"},
+      "dir_link" => {:symlink, ".."},
+      "abs_dir" => {:symlink, root},
+      "loop" => {:symlink, "loop"},
+      "in_link" => {:symlink, "ok.txt"}
+    })
+
+    %{root: root, inner: inner, secret_path: Path.join(root, "secret.txt")}
+  end
+
+  @doc "Assert the escape layout's secret is untouched and nothing appeared beside `inner`."
+  def assert_contained!(layout) do
+    import ExUnit.Assertions
+    assert File.read!(layout.secret_path) == @secret
+    assert File.stat!(layout.secret_path).links == 1, "a hard link to the secret appeared"
+    assert layout.root |> File.ls!() |> Enum.sort() == ["inner", "secret.txt"]
+    :ok
   end
 
   # `System.tmp_dir!/0` may itself be reached through a symlink.

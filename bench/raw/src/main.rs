@@ -107,6 +107,9 @@ fn finish(mut bash: Bash) -> Bash {
     bash
 }
 
+/// A named way of building an interpreter (the construction cases).
+type MakeBash = Box<dyn Fn() -> Bash>;
+
 fn build_bash() -> Bash {
     finish(builder(ExecutionLimits::new()).build())
 }
@@ -488,7 +491,7 @@ impl Bench {
         self.push_sample("echo_hi.new_exec", xs);
     }
 
-    fn new(&mut self) {
+    fn session_new(&mut self) {
         let b = self.budget(Budget::new(500, 1_000, 100_000, 1_500));
         let xs = sample(b, || {
             let (d, bash) = timed(build_bash);
@@ -702,7 +705,7 @@ impl Bench {
     /// Investigation: where does construction time go?
     fn construct(&mut self) {
         let b = self.budget(Budget::new(500, 1_000, 50_000, 1_000));
-        let cases: Vec<(&str, Box<dyn Fn() -> Bash>)> = vec![
+        let cases: Vec<(&str, MakeBash)> = vec![
             ("construct.bash_new", Box::new(Bash::new)),
             (
                 "construct.builder_no_alias",
@@ -742,7 +745,7 @@ impl Bench {
 
         // Memory of the variants: what the root filesystem layer costs.
         let count = if self.quick { 500 } else { 5_000 };
-        let variants: Vec<(&str, Box<dyn Fn() -> Bash>)> = vec![
+        let variants: Vec<(&str, MakeBash)> = vec![
             ("construct.memory.build_bash", Box::new(build_bash)),
             (
                 "construct.memory.no_rootfs",
@@ -853,7 +856,7 @@ fn main() {
     for g in &groups {
         match g.as_str() {
             "echo" => bench.echo(),
-            "new" => bench.new(),
+            "new" => bench.session_new(),
             "loop" => bench.script_case(
                 "loop_10k",
                 LOOP,

@@ -24,7 +24,8 @@ defmodule ExBashkit.Callbacks.Answer do
 
   @kinds [:file, :dir, :symlink]
   @ops_without_payload [:write, :append, :mkdir, :remove, :rename]
-  @u64_max 0xFFFF_FFFF_FFFF_FFFF
+  # A size the core can store; a guard cannot call `Defaults.u64_max/0`.
+  @u64_max ExBashkit.Session.Defaults.u64_max()
 
   # What one listing entry costs beyond its name: the tuple, the kind and
   # the list cell on both sides of the boundary.

@@ -17,18 +17,7 @@ defmodule ExBashkit.Session.Ceilings do
   # timeout past it would crash the runner instead of timing out.
   @receive_ceiling_ms 4_294_967_295
 
-  @default_builtin_timeout_ms 30_000
-
-  # bashkit's maximum file size: a larger read could not be stored anyway.
-  @default_max_reply_bytes 10_000_000
-
-  # bashkit's own default wall-clock limit when `limits: [timeout_ms: ...]`
-  # is not given (`ExecutionLimits::default`).
-  @bashkit_default_timeout_ms 30_000
-
-  @doc false
-  @spec default_max_reply_bytes() :: pos_integer()
-  def default_max_reply_bytes, do: @default_max_reply_bytes
+  alias ExBashkit.Session.Defaults
 
   @doc false
   # The configured ceilings, validated.
@@ -63,7 +52,7 @@ defmodule ExBashkit.Session.Ceilings do
   # the node's `max_timeout_ms`.
   @spec builtin_timeout_ms!(term(), t()) :: pos_integer()
   def builtin_timeout_ms!(:default, ceilings),
-    do: lower(@default_builtin_timeout_ms, ceilings.max_timeout_ms)
+    do: lower(Defaults.get(:builtin_timeout_ms), ceilings.max_timeout_ms)
 
   def builtin_timeout_ms!(ms, ceilings) when is_integer(ms) and ms >= 1 do
     if ms > @receive_ceiling_ms do
@@ -91,7 +80,7 @@ defmodule ExBashkit.Session.Ceilings do
   def session_timeout_ms!(nil, %{max_timeout_ms: nil}), do: nil
 
   def session_timeout_ms!(nil, %{max_timeout_ms: max}),
-    do: lower(@bashkit_default_timeout_ms, max)
+    do: lower(Defaults.bashkit_limit(:timeout_ms), max)
 
   def session_timeout_ms!(ms, ceilings),
     do: within!("limit :timeout_ms", ms, :max_timeout_ms, ceilings.max_timeout_ms)
@@ -101,7 +90,7 @@ defmodule ExBashkit.Session.Ceilings do
   # is no "unlimited": `nil` is refused.
   @spec max_reply_bytes!(term(), t()) :: pos_integer()
   def max_reply_bytes!(:default, ceilings),
-    do: lower(@default_max_reply_bytes, ceilings.max_reply_bytes)
+    do: lower(Defaults.get(:max_reply_bytes), ceilings.max_reply_bytes)
 
   def max_reply_bytes!(bytes, ceilings) when is_integer(bytes) and bytes >= 1,
     do: within!(:max_reply_bytes, bytes, :max_reply_bytes, ceilings.max_reply_bytes)

@@ -25,7 +25,7 @@ defmodule ExBashkit.Session.Mounts do
   @doc false
   @spec unmount(ExBashkit.Session.t(), Path.t()) :: :ok | {:error, String.t()}
   def unmount(%ExBashkit.Session{resource: resource, location: location}, vfs_path) do
-    # Normalized as `:mounts` normalizes it, so "/data/" names "/data".
+    # Checked as `:mounts` checks a mount point: written in normal form.
     [%{vfs_path: vfs}] = Options.parse!(mounts: [{vfs_path, "/", :read_only}]).native.mounts
 
     with :ok <- not_reentrant(resource),
@@ -35,7 +35,10 @@ defmodule ExBashkit.Session.Mounts do
 
   @doc false
   # `%{mounts: [%{vfs_path:, host_path:, mode:}], virtual_fs: [path],
-  # allow_net: [pattern] | :all | nil, username:, hostname:, limits: map}`.
+  # allow_net: [pattern] | :all | nil, username:, hostname:, limits: map,
+  # tools: %{python: [name], git: [name], sqlite: [name], typescript: [name]}}`
+  # (tools: the commands each grant gave the session, the command policy
+  # applied).
   @spec describe(ExBashkit.Session.t()) :: map()
   def describe(%ExBashkit.Session{resource: resource, location: location}) do
     case Backend.describe(resource, location) do

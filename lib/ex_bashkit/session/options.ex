@@ -13,46 +13,323 @@ defmodule ExBashkit.Session.Options do
   # A malformed option is a programmer error: it raises `ArgumentError` naming
   # the option and what was wrong.
 
-  alias ExBashkit.Session.{Ceilings, ToolOptions}
+  alias ExBashkit.Session.{Ceilings, Defaults, VfsPath}
 
-  @u64_max 0xFFFF_FFFF_FFFF_FFFF
-
-  @limit_keys [
-    :max_commands,
-    :max_loop_iterations,
-    :max_total_loop_iterations,
-    :max_function_depth,
-    :max_input_bytes,
-    :timeout_ms,
-    :max_stdout_bytes,
-    :max_stderr_bytes,
-    :max_total_commands,
-    :max_exec_calls
-  ]
-
-  @known [
-    :env,
-    :cwd,
-    :username,
-    :hostname,
-    :files,
-    :mounts,
-    :allowed_mount_paths,
-    :limits,
-    :allow_net,
-    :block_private_ips,
-    :builtins,
-    :builtin_timeout_ms,
-    :virtual_fs,
-    :python,
-    :git,
-    :sqlite,
-    :typescript,
-    :isolation,
-    :max_reply_bytes
-  ]
-
+  # bashkit 0.20 caps function depth at 16 whatever it is told.
   @max_function_depth 16
+
+  # The one declaration of `:limits`: key, default (as documented: bashkit's
+  # own when nil is sent) and doc. The key list, the validation and the docs
+  # list in `ExBashkit.Session` are derived from it.
+  @limits [
+    max_commands:
+      {Defaults.doc(Defaults.bashkit_limit(:max_commands)),
+       "total commands one script may run (fuel). Assignments count too."},
+    max_loop_iterations: {"10_000", "iterations of any single loop."},
+    max_total_loop_iterations:
+      {"1_000_000",
+       "iterations across all loops, defeating the nested-loop multiplication trick."},
+    max_function_depth:
+      {"16",
+       "recursion depth; 16 is also the ceiling (bashkit 0.20 caps it there), " <>
+         "above it `new/1` raises."},
+    max_input_bytes: {"10_000_000", "maximum script size in bytes."},
+    timeout_ms:
+      {Defaults.doc(Defaults.bashkit_limit(:timeout_ms)),
+       "wall-clock execution timeout in milliseconds (must be >= 1). It holds even for a " <>
+         "script that never yields."},
+    max_stdout_bytes:
+      {"1 MiB",
+       "stdout cap; output past it is dropped and the result says so (`stdout_truncated`)."},
+    max_stderr_bytes: {"1 MiB", "stderr cap, as `:max_stdout_bytes` (`stderr_truncated`)."},
+    max_total_commands:
+      {"unlimited",
+       "commands across every exec of the session, so work cannot dodge `:max_commands` " <>
+         "by being split across calls."},
+    max_exec_calls: {"unlimited", "execs over the session's life."},
+    max_fs_bytes:
+      {"100,000,000",
+       "total bytes of all files in the in-memory filesystem; a write past it fails that " <>
+         "command (non-zero exit, stderr), as a full disk would. `state/1` reports " <>
+         "`fs_usage`."},
+    max_files: {"10,000", "files (directories excluded) in the in-memory filesystem, likewise."},
+    max_file_bytes:
+      {"10,000,000",
+       "size of one file in the in-memory filesystem; also bounds one read from a host " <>
+         "mount. Host mounts and `:virtual_fs` backends are not counted by the quotas."}
+  ]
+
+  @limit_keys Keyword.keys(@limits)
+
+  # The one declaration of `new/1`'s options, in the order the docs list
+  # them. Each entry: the key, its type and default as documented, the doc,
+  # how a given value is validated (`parse`, arity 1, or 2 to see the
+  # node-wide ceilings), and where the result goes: `:native` (the map the
+  # NIF decodes, `native/ex_bashkit/src/options.rs`; a function there
+  # transforms it first) and/or `:session` (a field the Elixir side keeps).
+  # The known-option list, defaults, validation, the native map and the
+  # options list in `ExBashkit.Session`'s docs are all derived from it: a new
+  # option is one entry here plus its field in options.rs.
+  defp schema do
+    [
+      %{
+        key: :env,
+        type: "map or keyword list",
+        default: [],
+        parse: &env!/1,
+        native: true,
+        doc:
+          "environment variables to pre-set. Keys and values are stringified " <>
+            "(`env: %{\"LANG\" => \"C\"}` or `env: [LANG: \"C\"]`); keys must be shell " <>
+            "variable names (`[A-Za-z_][A-Za-z0-9_]*`)."
+      },
+      %{
+        key: :cwd,
+        type: "path",
+        default: "/",
+        parse: &cwd!/1,
+        native: true,
+        doc:
+          "the starting working directory; created if missing, normalized (`/a/./b/` is " <>
+            "`/a/b`); `..` in it, or a path that is a file, raises."
+      },
+      %{
+        key: :username,
+        type: "string",
+        default: "sandbox",
+        parse: &name!(&1, :username),
+        native: true,
+        doc:
+          "the virtual username reported by `whoami`/`id`. No whitespace, control " <>
+            "characters, `:`, `/` or `\\` (it is written into the virtual `/etc/passwd`)."
+      },
+      %{
+        key: :hostname,
+        type: "string",
+        default: "bashkit-sandbox",
+        parse: &name!(&1, :hostname),
+        native: true,
+        doc:
+          "the virtual hostname reported by `hostname`/`uname -n`; the characters " <>
+            "`:username` refuses are refused here too."
+      },
+      %{
+        key: :files,
+        type: "map or keyword list of path => iodata",
+        default: [],
+        parse: &files!/1,
+        native: true,
+        doc:
+          "files to seed into the virtual filesystem before the first call, creating " <>
+            "parent directories as needed; the same as `write_file/3` for each entry."
+      },
+      %{
+        key: :rootfs,
+        type: "tar or tar.gz binary, or {:file, host_path}",
+        default: nil,
+        parse: &rootfs!/1,
+        native: true,
+        doc:
+          "an archive laid into the filesystem before `:files`: directories (empty ones " <>
+            "too), files with their modes, symlinks and hard links. The whole archive is " <>
+            "checked first; an invalid one, a member named absolutely or with `..`, a " <>
+            "relative symlink that climbs above `/`, a hard link to anything but an earlier " <>
+            "file of the archive, a device node, or an archive past the filesystem limits " <>
+            "raises `ArgumentError`, and no session exists. Absolute symlink targets are " <>
+            "kept (they name the session's own paths). Members under `dev/` and `proc/` are " <>
+            "skipped. `reset/1` lays it in again. See `export_tar/3` for the other direction."
+      },
+      %{
+        key: :base,
+        type: "ExBashkit.Image",
+        default: nil,
+        parse: &base!/1,
+        native: true,
+        doc:
+          "an image mounted copy-on-write under the session's own layer: reads see the " <>
+            "image, writes and deletes stay in this session, `reset/1` returns to the image, " <>
+            "and a snapshot holds only this session's layer plus the image's identity. Many " <>
+            "sessions share one copy of the image (see `ExBashkit.Image`)."
+      },
+      %{
+        key: :mounts,
+        type: "list of {vfs_path, host_path, mode}",
+        default: [],
+        parse: &mounts!/1,
+        native: true,
+        doc:
+          "host directories mapped into the sandbox, `mode` being `:read_only` or " <>
+            "`:read_write` (see \"Host mounts\"). A `vfs_path` (like a `:virtual_fs` path) " <>
+            "must be written normalized: `\"/a/./b\"`, `\"/a/../b\"`, `\"//x\"` or a " <>
+            "trailing `/` raise, and one path given twice (in any spelling) is a conflict."
+      },
+      %{
+        key: :allowed_mount_paths,
+        type: "list of host paths",
+        default: nil,
+        parse: &allowed_mount_paths!/1,
+        native: true,
+        doc:
+          "host paths under which mounts are allowed; once set, it replaces the built-in " <>
+            "denylist of sensitive locations (see \"Host mounts\")."
+      },
+      %{
+        key: :limits,
+        type: "keyword list or map",
+        default: [],
+        parse: &limits!/2,
+        native: true,
+        doc: "resource limits enforced during execution (see \"Resource limits\")."
+      },
+      %{
+        key: :builtins,
+        type: "map of name => fun",
+        default: %{},
+        parse: &builtins!/1,
+        native: &Map.keys/1,
+        session: :builtins,
+        doc: "Elixir-defined virtual executables a script can invoke (see \"Custom builtins\")."
+      },
+      %{
+        key: :builtin_timeout_ms,
+        type: "positive integer",
+        default: :ceiling,
+        default_doc:
+          "#{Defaults.doc(Defaults.get(:builtin_timeout_ms))}, or the node-wide ceiling if lower",
+        parse: &Ceilings.builtin_timeout_ms!(&1, &2),
+        session: :callback_timeout_ms,
+        doc:
+          "how long one custom-builtin back-call may run before it is abandoned and its " <>
+            "process killed (at most 4 294 967 295). Also bounds `:virtual_fs` back-calls."
+      },
+      %{
+        key: :max_reply_bytes,
+        type: "positive integer",
+        default: :ceiling,
+        default_doc:
+          "#{Defaults.doc(Defaults.get(:max_reply_bytes))}, or the node-wide ceiling if lower",
+        parse: &Ceilings.max_reply_bytes!(&1, &2),
+        session: :max_reply_bytes,
+        doc:
+          "the most bytes one back-call may send back into the interpreter: a builtin's " <>
+            "stdout plus stderr, a `:virtual_fs` read, a listing (names plus 64 bytes per " <>
+            "entry), an error message (there is no unlimited). Over it, that command fails " <>
+            "with a message naming `:max_reply_bytes`, and the data is never copied into " <>
+            "the interpreter."
+      },
+      %{
+        key: :virtual_fs,
+        type: "map of mount_path => backend",
+        default: %{},
+        parse: &virtual_fs!/1,
+        native: &Map.keys/1,
+        session: :virtual_fs,
+        doc:
+          "Elixir-backed filesystems whose reads and writes your application serves (see " <>
+            "\"Virtual filesystem backends\" and `ExBashkit.VirtualFs`)."
+      },
+      %{
+        key: :allow_net,
+        type: "list of URL patterns, or :all",
+        default: nil,
+        parse: &allow_net!/1,
+        native: {:merge, fn {patterns, all} -> %{allow_net: patterns, allow_all_net: all} end},
+        doc:
+          "URL patterns `curl`, `wget` and `http` may reach, or `:all` (see \"Network " <>
+            "access\"). Omitted, there is no network."
+      },
+      %{
+        key: :block_private_ips,
+        type: "boolean",
+        default: true,
+        parse: &boolean!(&1, :block_private_ips),
+        native: true,
+        doc:
+          "refuse requests to private and reserved addresses even when allowlisted (see " <>
+            "\"Network access\")."
+      },
+      %{
+        key: :python,
+        type: "boolean or keyword list",
+        default: false,
+        parse: &python!/1,
+        native: true,
+        doc:
+          "`true` (or `[name: ...]` / `[names: [...]]`) registers a sandboxed " <>
+            "`python`/`python3` builtin that shares the session filesystem (see " <>
+            "`ExBashkit.Python`)."
+      },
+      %{
+        key: :git,
+        type: "boolean or keyword list",
+        default: false,
+        parse: &git!/1,
+        native: true,
+        doc:
+          "`true`, or `[author: {name, email}, remotes: [url_pattern]]`, registers bashkit's " <>
+            "virtual `git` on the session filesystem (its state is the `.git` directory). " <>
+            "Commits are by the author given, else `sandbox <sandbox@bashkit.local>`, never " <>
+            "the host's; each remote pattern must lie within `:allow_net` and its private-IP " <>
+            "rule (see `ExBashkit.Git`)."
+      },
+      %{
+        key: :sqlite,
+        type: "boolean",
+        default: false,
+        parse: &boolean!(&1, :sqlite),
+        native: true,
+        doc:
+          "`true` registers `sqlite3` (and `sqlite`), an embedded SQLite engine whose " <>
+            "database files live in the session filesystem (see `ExBashkit.Sqlite`)."
+      },
+      %{
+        key: :typescript,
+        type: "boolean",
+        default: false,
+        parse: &boolean!(&1, :typescript),
+        native: true,
+        doc:
+          "`true` registers `ts` (and `typescript`, `node`, `deno`, `bun`), an embedded " <>
+            "TypeScript/JavaScript interpreter (see `ExBashkit.TypeScript`)."
+      },
+      %{
+        key: :commands,
+        type: "[allow: names] or [deny: names]",
+        default: nil,
+        parse: &commands!/1,
+        native: true,
+        doc:
+          "the commands the session has. One outside the policy does not exist, on every " <>
+            "route to it (`command`, `env`, `xargs`, `find -exec`, `eval`, `bash -c`, " <>
+            "`source`, functions, aliases, `/usr/bin/NAME`, `timeout`, `time`): \"command " <>
+            "not found\", exit 127, and `which`/`type`/`command -v` do not list it. Custom " <>
+            "`:builtins`, `:python`, `:git`, `:sqlite` and `:typescript` obey it. The shell's own builtins (`cd`, `echo`, " <>
+            "`eval`, `source`, `bash`, ...) are always there; naming one raises `ArgumentError`."
+      },
+      %{
+        key: :soft_delete,
+        type: "boolean or [trash: path]",
+        default: false,
+        parse: &soft_delete!/1,
+        native: true,
+        doc:
+          "`true` (trash at `/.trash`) or `[trash: path]`: deletes and overwrites in the " <>
+            "in-memory filesystem keep the old content in the trash (see `trash/1` and " <>
+            "`undelete/2`). Host and `:virtual_fs` mounts are outside it: deletes there are real."
+      },
+      %{
+        key: :isolation,
+        type: ":process or :in_node",
+        default: &default_isolation/0,
+        default_doc: "config `:isolation`, else `:process`",
+        parse: &isolation!/1,
+        session: :isolation,
+        doc:
+          "where the interpreter runs: a worker OS process (`:process`) or this VM " <>
+            "(`:in_node`, for trusted scripts only); see \"Isolation\" in the README."
+      }
+    ]
+  end
 
   @type parsed :: %{
           native: map(),
@@ -69,78 +346,95 @@ defmodule ExBashkit.Session.Options do
 
   @doc false
   @spec known_options() :: [atom()]
-  def known_options, do: @known
+  def known_options, do: Enum.map(schema(), & &1.key)
+
+  @doc false
+  # The options list of `ExBashkit.Session`'s moduledoc, from the schema.
+  @spec docs() :: String.t()
+  def docs do
+    Enum.map_join(schema(), "\n", fn entry ->
+      default =
+        case Map.get(entry, :default_doc, entry.default) do
+          empty when empty in [nil, [], %{}, false] -> ""
+          text when is_binary(text) and is_map_key(entry, :default_doc) -> "; default #{text}"
+          value -> "; default `#{inspect(value)}`"
+        end
+
+      bullet("`#{inspect(entry.key)}` (#{entry.type}#{default}) - #{entry.doc}")
+    end)
+  end
+
+  @doc false
+  # The limits list of `ExBashkit.Session`'s moduledoc, from `@limits`.
+  @spec limits_docs() :: String.t()
+  def limits_docs do
+    Enum.map_join(@limits, "\n", fn {key, {default, doc}} ->
+      bullet("`#{inspect(key)}` (default #{default}) - #{doc}")
+    end)
+  end
+
+  # A markdown bullet wrapped at 80 columns, indented for a moduledoc.
+  defp bullet(text) do
+    text
+    |> String.split(" ")
+    |> Enum.reduce({[], "  * "}, fn word, {lines, line} ->
+      if String.length(line) + String.length(word) + 1 > 80 and
+           String.trim(line) not in ["*", ""],
+         do: {[String.trim_trailing(line) | lines], "    " <> word <> " "},
+         else: {lines, line <> word <> " "}
+    end)
+    |> then(fn {lines, line} -> Enum.reverse([String.trim_trailing(line) | lines]) end)
+    |> Enum.join("\n")
+  end
 
   @doc false
   @spec parse!(term()) :: parsed()
   def parse!(opts) do
     opts = to_keyword!(opts, "options")
+    schema = schema()
+    known = Enum.map(schema, & &1.key)
 
-    for {key, _} <- opts, key not in @known do
+    for {key, _} <- opts, key not in known do
       raise ArgumentError,
             "unknown option #{inspect(key)} for ExBashkit.Session.new/1; " <>
-              "known options: #{Enum.map_join(@known, ", ", &inspect/1)}"
+              "known options: #{Enum.map_join(known, ", ", &inspect/1)}"
     end
 
-    builtins = builtins!(Keyword.get(opts, :builtins, %{}))
-    virtual_fs = virtual_fs!(Keyword.get(opts, :virtual_fs, %{}))
-    {timeout, max_reply_bytes, limits} = bounded_options!(opts)
-
-    {allow_net, allow_all_net} = allow_net!(Keyword.get(opts, :allow_net))
-    mounts = mounts!(Keyword.get(opts, :mounts, []))
-    check_mount_conflicts!(mounts, virtual_fs)
-
-    native = %{
-      env: env!(Keyword.get(opts, :env, [])),
-      cwd: cwd!(Keyword.get(opts, :cwd, "/")),
-      username: name!(Keyword.get(opts, :username, "sandbox"), :username),
-      hostname: name!(Keyword.get(opts, :hostname, "bashkit-sandbox"), :hostname),
-      files: files!(Keyword.get(opts, :files, [])),
-      limits: limits,
-      mounts: mounts,
-      allowed_mount_paths: allowed_mount_paths!(Keyword.get(opts, :allowed_mount_paths)),
-      allow_net: allow_net,
-      allow_all_net: allow_all_net,
-      block_private_ips:
-        boolean!(Keyword.get(opts, :block_private_ips, true), :block_private_ips),
-      builtins: Map.keys(builtins),
-      virtual_fs: Map.keys(virtual_fs),
-      python: python!(Keyword.get(opts, :python, false))
-    }
-
-    python_conflict!(native.python, builtins)
-    tools = ToolOptions.parse!(opts)
-    ToolOptions.check_conflicts!(tools, native.python, builtins)
-    native = Map.merge(native, tools)
-
-    %{
-      native: native,
-      isolation: isolation!(Keyword.get(opts, :isolation, default_isolation())),
-      builtins: builtins,
-      virtual_fs: virtual_fs,
-      callback_timeout_ms: timeout,
-      max_reply_bytes: max_reply_bytes
-    }
-  end
-
-  # The options bounded by the node-wide ceilings (`ExBashkit.Session.Ceilings`):
-  # the back-call timeout, the reply cap and the session's wall-clock limit.
-  defp bounded_options!(opts) do
     ceilings = Ceilings.read!()
 
-    timeout =
-      Ceilings.builtin_timeout_ms!(Keyword.get(opts, :builtin_timeout_ms, :default), ceilings)
+    {native, session} =
+      Enum.reduce(schema, {%{}, %{}}, fn entry, {native, session} ->
+        value = parse_entry(entry, Keyword.get(opts, entry.key, :default), ceilings)
+        {put_native(native, entry, value), put_session(session, entry, value)}
+      end)
 
-    max_reply = Ceilings.max_reply_bytes!(Keyword.get(opts, :max_reply_bytes, :default), ceilings)
-
-    limits =
-      opts
-      |> Keyword.get(:limits, [])
-      |> limits!()
-      |> Map.update!(:timeout_ms, &Ceilings.session_timeout_ms!(&1, ceilings))
-
-    {timeout, max_reply, limits}
+    check_mount_conflicts!(native.mounts, session.virtual_fs)
+    python_conflict!(native.python, session.builtins)
+    Map.put(session, :native, native)
   end
+
+  defp parse_entry(%{parse: parse}, value, ceilings) when is_function(parse, 2),
+    do: parse.(value, ceilings)
+
+  defp parse_entry(%{parse: parse} = entry, :default, _ceilings),
+    do: parse.(default_value(entry.default))
+
+  defp parse_entry(%{parse: parse}, value, _ceilings), do: parse.(value)
+
+  defp default_value(fun) when is_function(fun, 0), do: fun.()
+  defp default_value(value), do: value
+
+  defp put_native(native, %{native: true, key: key}, value), do: Map.put(native, key, value)
+
+  defp put_native(native, %{native: {:merge, fun}}, value), do: Map.merge(native, fun.(value))
+
+  defp put_native(native, %{native: fun, key: key}, value) when is_function(fun, 1),
+    do: Map.put(native, key, fun.(value))
+
+  defp put_native(native, _entry, _value), do: native
+
+  defp put_session(session, %{session: field}, value), do: Map.put(session, field, value)
+  defp put_session(session, _entry, _value), do: session
 
   @doc false
   # Where sessions run unless `:isolation` says otherwise:
@@ -168,7 +462,10 @@ defmodule ExBashkit.Session.Options do
   # The one place this is decided.
   @spec inline?(map()) :: boolean()
   def inline?(native) do
-    match?(%{files: [], mounts: [], allowed_mount_paths: nil, cwd: "/"}, native) and
+    match?(
+      %{files: [], mounts: [], allowed_mount_paths: nil, cwd: "/", rootfs: nil, base: nil},
+      native
+    ) and
       native.python == [] and native.virtual_fs == [] and native.builtins == [] and
       native.git == nil and not native.sqlite and not native.typescript
   end
@@ -325,18 +622,13 @@ defmodule ExBashkit.Session.Options do
       raise ArgumentError, ":cwd must not contain .. segments, got: #{inspect(cwd)}"
     end
 
-    normalize_vfs(cwd)
+    VfsPath.normalize(cwd)
   end
 
-  # "/a/./b//c/" -> "/a/b/c", lexically (`..` is refused by the caller).
-  defp normalize_vfs(path) do
-    path
-    |> String.split("/", trim: true)
-    |> Enum.reject(&(&1 == "."))
-    |> then(&("/" <> Enum.join(&1, "/")))
-  end
-
-  defp files!(files) do
+  @doc false
+  # `:files` (also `ExBashkit.Image.build/1`'s): `[{path, binary}]`.
+  @spec files!(term()) :: [{String.t(), binary()}]
+  def files!(files) do
     for {path, content} <- pairs!(files, :files) do
       # A keyword list (`files: ["/a.txt": "x"]`) has atom paths.
       path = if is_atom(path) and path != nil, do: Atom.to_string(path), else: path
@@ -355,6 +647,47 @@ defmodule ExBashkit.Session.Options do
     end
   end
 
+  # The session's wall-clock limit is bounded by the node-wide ceiling.
+  defp limits!(:default, ceilings), do: limits!([], ceilings)
+
+  defp limits!(limits, ceilings) do
+    limits
+    |> limits!()
+    |> Map.update!(:timeout_ms, &Ceilings.session_timeout_ms!(&1, ceilings))
+  end
+
+  @doc false
+  # `:rootfs` (also `ExBashkit.Image.build/1`'s): the archive's bytes, read
+  # here when given as `{:file, path}`. Its content is checked natively.
+  @spec rootfs!(term()) :: binary() | nil
+  def rootfs!(nil), do: nil
+  def rootfs!(tar) when is_binary(tar), do: tar
+
+  def rootfs!({:file, path}) when is_binary(path) do
+    case File.read(path) do
+      {:ok, tar} ->
+        tar
+
+      {:error, reason} ->
+        raise ArgumentError, ":rootfs file #{path}: #{:file.format_error(reason)}"
+    end
+  end
+
+  def rootfs!(other),
+    do:
+      raise(
+        ArgumentError,
+        ":rootfs must be a tar or tar.gz binary or {:file, path}, got: #{inspect(other)}"
+      )
+
+  # `:base`: the image travels as its id; `ExBashkit.Backend` brings the
+  # image itself where the session is built.
+  defp base!(nil), do: nil
+  defp base!(%ExBashkit.Image{} = image), do: image
+
+  defp base!(other),
+    do: raise(ArgumentError, ":base must be an ExBashkit.Image, got: #{inspect(other)}")
+
   defp limits!(limits) do
     given = pairs!(limits, :limits)
 
@@ -371,8 +704,7 @@ defmodule ExBashkit.Session.Options do
         key == :timeout_ms and value < 1 ->
           raise ArgumentError, "limit :timeout_ms must be >= 1, got: #{inspect(value)}"
 
-        # bashkit 0.20 caps function depth at 16 whatever it is told: a
-        # higher value would be silently lowered.
+        # A higher value would be silently lowered.
         key == :max_function_depth and value > @max_function_depth ->
           raise ArgumentError,
                 "limit :max_function_depth can be at most #{@max_function_depth} " <>
@@ -386,7 +718,7 @@ defmodule ExBashkit.Session.Options do
     # Past the platform maximum means "unlimited": clamp to u64.
     Map.new(@limit_keys, fn key ->
       case List.keyfind(given, key, 0) do
-        {^key, value} -> {key, min(value, @u64_max)}
+        {^key, value} -> {key, Defaults.clamp_u64(value)}
         nil -> {key, nil}
       end
     end)
@@ -456,10 +788,7 @@ defmodule ExBashkit.Session.Options do
   # reach outside what a reviewer read) and let two spellings of one path
   # become two mounts.
   defp normalized_mount_path!(path, what) do
-    segments = path |> String.split("/") |> tl()
-    normal? = path == "/" or Enum.all?(segments, &(&1 not in ["", ".", ".."]))
-
-    unless normal? do
+    unless VfsPath.normal?(path) do
       raise ArgumentError,
             "#{what} must be normalized (no \".\", \"..\", \"//\" or trailing \"/\"), " <>
               "got: #{inspect(path)}"
@@ -520,20 +849,10 @@ defmodule ExBashkit.Session.Options do
         ":allow_net must be a list of URL patterns or :all, got: #{inspect(other)}"
       )
 
-  defp url_pattern!(pattern) do
-    pattern = string!(pattern, ":allow_net pattern")
-
-    case URI.new(pattern) do
-      {:ok, %URI{scheme: scheme, host: host, userinfo: nil, query: nil, fragment: nil}}
-      when scheme in ["http", "https"] and is_binary(host) and host != "" ->
-        pattern
-
-      _ ->
-        raise ArgumentError,
-              ":allow_net pattern #{inspect(pattern)} is not a URL prefix like \"https://api.example.com/v1\" " <>
-                "(scheme http or https, a host, no credentials, query or fragment)"
-    end
-  end
+  # A string here; whether it is a URL prefix is decided by the parser that
+  # enforces it (`native/ex_bashkit/src/net.rs`, `check_pattern`): a second
+  # parser here could only disagree with it. A refusal raises from `new/1`.
+  defp url_pattern!(pattern), do: string!(pattern, ":allow_net pattern")
 
   defp builtins!(builtins) do
     Map.new(pairs!(builtins, :builtins), fn {name, fun} ->
@@ -615,6 +934,87 @@ defmodule ExBashkit.Session.Options do
     end
   end
 
+  # `[allow: names]` or `[deny: names]`, one of the two: which commands the
+  # session has (`native/ex_bashkit/src/policy.rs`). Shape here; a name that
+  # is a shell builtin (always present) is refused natively, where the list
+  # of them lives.
+  defp commands!(nil), do: nil
+
+  defp commands!(policy) when is_list(policy) do
+    case policy do
+      [allow: names] -> %{allow: command_names!(names, :allow), deny: []}
+      [deny: names] -> %{allow: nil, deny: command_names!(names, :deny)}
+      _ -> commands_shape_error!(policy)
+    end
+  end
+
+  defp commands!(other), do: commands_shape_error!(other)
+
+  defp commands_shape_error!(policy) do
+    raise ArgumentError,
+          ":commands must be [allow: [names]] or [deny: [names]] (one of the two), " <>
+            "got: #{inspect(policy)}"
+  end
+
+  defp command_names!(names, key) when is_list(names) do
+    Enum.map(names, fn
+      name when is_binary(name) ->
+        name = string!(name, ":commands #{key} name")
+
+        unless name =~ ~r/\A[A-Za-z0-9_][A-Za-z0-9_.+-]*\z/ or name in ["[", ".", ":"] do
+          raise ArgumentError,
+                ":commands #{key} name #{inspect(name)} is not a command name " <>
+                  "(no paths, spaces or shell syntax)"
+        end
+
+        name
+
+      other ->
+        raise ArgumentError,
+              ":commands #{key} names must be strings, got: #{inspect(other)}"
+    end)
+  end
+
+  defp command_names!(other, key),
+    do:
+      raise(
+        ArgumentError,
+        ":commands #{key} must be a list of command names, got: #{inspect(other)}"
+      )
+
+  # `true` (trash at /.trash), `[trash: path]`, or `false`: the trash
+  # directory, or nil. Deletes and overwrites then keep the old content
+  # there (`native/ex_bashkit/src/soft_delete.rs`).
+  @default_trash "/.trash"
+
+  defp soft_delete!(false), do: nil
+  defp soft_delete!(true), do: @default_trash
+
+  defp soft_delete!(opts) when is_list(opts) do
+    case opts do
+      [trash: path] ->
+        path = absolute_path!(path, ":soft_delete trash")
+        path = normalized_mount_path!(path, ":soft_delete trash")
+
+        if path == "/" do
+          raise ArgumentError, ":soft_delete trash cannot be /"
+        end
+
+        path
+
+      other ->
+        raise ArgumentError,
+              ":soft_delete must be a boolean or [trash: path], got: #{inspect(other)}"
+    end
+  end
+
+  defp soft_delete!(other),
+    do:
+      raise(
+        ArgumentError,
+        ":soft_delete must be a boolean or [trash: path], got: #{inspect(other)}"
+      )
+
   defp python!(false), do: []
   defp python!(true), do: ["python", "python3"]
 
@@ -638,4 +1038,84 @@ defmodule ExBashkit.Session.Options do
   defp python!(other),
     do:
       raise(ArgumentError, ":python must be a boolean or a keyword list, got: #{inspect(other)}")
+
+  # bashkit's virtual identity, the author of commits when `:git` names none.
+  @default_git_author {"sandbox", "sandbox@bashkit.local"}
+
+  # `:git`: `nil` (not granted) or `%{author_name:, author_email:, remotes:}`.
+  # Whether each remote lies within the session's network access is decided
+  # natively (`tools.rs`), with the parser and allowlist `:allow_net` uses.
+  defp git!(false), do: nil
+  defp git!(true), do: git!([])
+
+  defp git!(opts) when is_list(opts) do
+    unless Enum.all?(opts, &match?({key, _} when key in [:author, :remotes], &1)) do
+      raise ArgumentError,
+            ":git must be true or a keyword list with :author and :remotes, got: #{inspect(opts)}"
+    end
+
+    {name, email} = git_author!(Keyword.get(opts, :author, @default_git_author))
+
+    %{
+      author_name: name,
+      author_email: email,
+      remotes: git_remotes!(Keyword.get(opts, :remotes, []))
+    }
+  end
+
+  defp git!(other),
+    do:
+      raise(
+        ArgumentError,
+        ":git must be a boolean or a keyword list ([author: {name, email}, remotes: [url]]), " <>
+          "got: #{inspect(other)}"
+      )
+
+  # The identity ends up in `.git/config` and in bashkit's commit records,
+  # whose fields are `|`-separated lines: a newline, a `|` or a control
+  # character would forge entries there; `<` and `>` would make the
+  # "Name <email>" of `git log` ambiguous.
+  defp git_author!({name, email}) do
+    name = git_identity!(name, "name")
+    email = git_identity!(email, "email")
+
+    if email =~ ~r/\s/u do
+      raise ArgumentError, ":git author email must not contain whitespace, got: #{inspect(email)}"
+    end
+
+    {name, email}
+  end
+
+  defp git_author!(other),
+    do:
+      raise(
+        ArgumentError,
+        ":git author must be a {name, email} tuple of strings, got: #{inspect(other)}"
+      )
+
+  defp git_identity!(value, what) do
+    value = string!(value, ":git author #{what}")
+
+    cond do
+      String.trim(value) == "" ->
+        raise ArgumentError, ":git author #{what} must not be empty"
+
+      value =~ ~r/[|<>]|[\x00-\x1f\x7f]/u ->
+        raise ArgumentError,
+              ":git author #{what} must not contain '|', '<', '>' or control characters, " <>
+                "got: #{inspect(value)}"
+
+      true ->
+        value
+    end
+  end
+
+  # Strings here; whether each is a URL prefix is decided natively by the
+  # parser `:allow_net` patterns go through (`net.rs`), as for those.
+  defp git_remotes!(patterns) when is_list(patterns),
+    do: Enum.map(patterns, &string!(&1, ":git remote"))
+
+  defp git_remotes!(other),
+    do:
+      raise(ArgumentError, ":git remotes must be a list of URL patterns, got: #{inspect(other)}")
 end

@@ -12,7 +12,7 @@ defmodule ExBashkit.Shell.Context do
     :target,
     :terminal,
     key: nil,
-    timeout_ms: 30_000,
+    timeout_ms: ExBashkit.Session.Defaults.bashkit_limit(:timeout_ms),
     last_exit: 0,
     last_changes: nil,
     user: "user",
@@ -55,7 +55,13 @@ defmodule ExBashkit.Shell.Context do
 
   @doc "Read the working directory back from the target, for the prompt."
   @spec refresh(t()) :: t()
-  def refresh(%__MODULE__{} = ctx), do: %{ctx | cwd: Target.state(ctx.target).cwd}
+  def refresh(%__MODULE__{} = ctx) do
+    # A target that cannot answer now keeps the prompt it had.
+    case Target.state(ctx.target) do
+      %{cwd: cwd} -> %{ctx | cwd: cwd}
+      {:error, _} -> ctx
+    end
+  end
 
   @doc """
   The prompt: `user@host:cwd$ ` in a terminal, nothing when piped.

@@ -4,17 +4,18 @@ defprotocol ExBashkit.Shell.Target do
   `ExBashkit.Session` API shape.
 
   The shell only talks to its target through these functions, so a new kind
-  of target (an `ExBashkit.Server` pid, a session on another node) is one
-  `defimpl` of this protocol plus a clause in `ExBashkit.Shell.start/2` that
-  recognizes it. `ExBashkit.Session` is implemented below.
+  of target is one `defimpl` of this protocol plus a clause in
+  `ExBashkit.Shell.start/2` that recognizes it. `ExBashkit.Session` and an
+  `ExBashkit.Server` (by its pid) are implemented below.
   """
 
   @doc "Run `script` like `ExBashkit.Session.exec/3` (options `:timeout_ms`, `:stream_to`, `:track_changes`)."
-  @spec exec(t(), String.t(), keyword()) :: {:ok, ExBashkit.Result.t()} | {:error, String.t()}
+  @spec exec(t(), String.t(), keyword()) ::
+          {:ok, ExBashkit.Result.t()} | {:error, ExBashkit.Error.t() | term()}
   def exec(target, script, opts)
 
-  @doc "The shell state map of `ExBashkit.Session.state/1`."
-  @spec state(t()) :: map()
+  @doc "The shell state map of `ExBashkit.Session.state/2`, or `{:error, message}`."
+  @spec state(t()) :: map() | {:error, String.t()}
   def state(target)
 
   @doc "Back to the state the target was built with (`ExBashkit.Session.reset/1`)."
@@ -41,4 +42,16 @@ defimpl ExBashkit.Shell.Target, for: ExBashkit.Session do
   def restore(session, bytes, opts) do
     with {:ok, _same} <- Session.restore(session, bytes, opts), do: :ok
   end
+end
+
+defimpl ExBashkit.Shell.Target, for: PID do
+  # An `ExBashkit.Server`: `ExBashkit.Shell.start/2` resolves a name to its
+  # pid and checks that it is a server before the shell gets it.
+  alias ExBashkit.Server
+
+  def exec(server, script, opts), do: Server.exec(server, script, opts)
+  def state(server), do: Server.state(server)
+  def reset(server), do: Server.reset(server)
+  def snapshot(server, opts), do: Server.snapshot(server, opts)
+  def restore(server, bytes, opts), do: Server.restore(server, bytes, opts)
 end

@@ -1,6 +1,9 @@
-//! Panic containment. No panic may cross into the BEAM: NIF bodies and the
-//! futures that run scripts are wrapped here, and a panic becomes an error
-//! value carrying the panic's message.
+//! Panic containment for work that runs on our own threads: the futures
+//! that run scripts (and the parser's thread). A panic there would kill the
+//! thread and leave the caller waiting for an answer that never comes, so it
+//! becomes an error value carrying the panic's message, answered like any
+//! other failure. NIF bodies need nothing from here: rustler's own
+//! `catch_unwind` around every NIF turns a panic into an exception.
 
 use std::any::Any;
 use std::cell::RefCell;

@@ -31,7 +31,6 @@ use rustler::{Encoder, Env, Term};
 rustler::atoms! {
     complete,
     incomplete,
-    error,
 }
 
 /// A word no one types: the probe command appended after the input.
@@ -94,14 +93,13 @@ fn status_on_own_thread(script: String) -> Status {
     let worker = std::thread::Builder::new()
         .name("ex_bashkit_parse".into())
         .stack_size(PARSE_STACK)
-        .spawn(move || status(&script));
+        .spawn(move || crate::guard::catch(|| status(&script)));
+    let internal = |message: String| Status::Invalid(format!("internal error: {message}"));
     match worker {
-        Ok(handle) => handle.join().unwrap_or_else(|panic| {
-            let message = (panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            Status::Invalid(format!("internal error: {message}"))
-        }),
+        Ok(handle) => match handle.join() {
+            Ok(outcome) => outcome.unwrap_or_else(internal),
+            Err(panic) => internal(crate::guard::panic_message(&*panic)),
+        },
         Err(e) => Status::Invalid(format!("internal error: cannot start the parser: {e}")),
     }
 }
@@ -112,7 +110,7 @@ fn parse_status(env: Env, script: String) -> Term {
     match status_on_own_thread(script) {
         Status::Complete => complete().encode(env),
         Status::Incomplete => incomplete().encode(env),
-        Status::Invalid(message) => (error(), message).encode(env),
+        Status::Invalid(message) => (rustler::types::atom::error(), message).encode(env),
     }
 }
 

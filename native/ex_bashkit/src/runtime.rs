@@ -12,7 +12,9 @@
 //! sharing a few worker threads would make one CPU-bound script stall every
 //! other session. With a thread each, the OS shares the CPU between them; a
 //! script that waits (a back-call into Elixir, `sleep`) parks only its own
-//! thread. Short jobs (state, reset, snapshots) use the worker threads.
+//! thread. Jobs that may compute for long (snapshots, restores, resets) get
+//! a thread each too (`spawn_job`); only short ones (`state`, searches) use
+//! the worker threads, which also serve every session's timers.
 //!
 //! The runtime lives in a `static` and is never dropped: dropping a tokio
 //! runtime during VM teardown is a known source of exit-time crashes.
@@ -116,6 +118,19 @@ where
         handle.block_on(future);
         RUNNING.fetch_sub(1, Ordering::Relaxed);
     }));
+}
+
+/// Run a job that may compute for long without yielding (a snapshot or a
+/// restore of a large session, a reset writing large `:files`) on a thread
+/// of its own, detached. On the shared worker threads it would hold up
+/// every other session's timers (`sleep`, deadlines of back-calls) and short
+/// jobs until it ends.
+pub fn spawn_job<F>(future: F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let handle = runtime().handle().clone();
+    drop(runtime().spawn_blocking(move || handle.block_on(future)));
 }
 
 /// `running_scripts/0` for the node's own scripts.

@@ -98,8 +98,9 @@ fn finish(reply: ReplyTo, outcome: Result<Result<(), String>, String>) {
 /// What the session grants, for a model's system prompt:
 /// `{:ok, %{mounts: [%{vfs_path:, host_path:, mode:}], virtual_fs: [path],
 /// allow_net: [pattern] | :all | nil, username:, hostname:, limits: map,
-/// tools: [command]}}` (limits: every key, `nil` when not set at `new/1`;
-/// tools: the commands `:python`, `:git`, `:sqlite`, `:typescript` add).
+/// tools: %{python:, git:, sqlite:, typescript: [command]}}}` (limits: every
+/// key, `nil` when not set at `new/1`; tools: the commands each grant gave
+/// the session, the command policy applied).
 pub fn describe(session: &Session) -> Value {
     let config = session.config();
     let mounts: Vec<Value> = session
@@ -150,7 +151,7 @@ pub fn describe(session: &Session) -> Value {
         ("username", (&config.username).into()),
         ("hostname", (&config.hostname).into()),
         ("limits", limits),
-        ("tools", crate::tools::commands(config).into()),
+        ("tools", crate::tools::commands(config)),
     ]))
 }
 

@@ -13,19 +13,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use bashkit::{Bash, ExecOptions, ExecResult, FileSystem};
+use bashkit::{Bash, ExecOptions, FileSystem};
 use parking_lot::{Mutex, RwLock};
 use rustler::{Env, LocalPid, Monitor, ResourceArc, Term};
 
 use crate::callbacks::CallbackChannel;
-use crate::changes::{self, Changes};
+use crate::changes;
 use crate::error::NifResult;
 use crate::interrupt::Interrupt;
+use crate::lifecycle::{Op, OpCallOptions};
 use crate::options::{self, SessionConfig};
+use crate::outcome::{ExecOutcome, Metrics, Partial, SharedPartial};
 use crate::reply::{Caller, Payload, ReplyTo, SharedCaller};
 use crate::value::{Bytes, FromValue, Value};
 use crate::watchdog::{self, ExecTicket};
-use crate::{errors, from_map, guard, runtime};
+use crate::{from_map, guard, runtime};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 static NEXT_EXEC: AtomicU64 = AtomicU64::new(1);
@@ -51,6 +53,9 @@ pub struct Session {
     /// that `stat/2` and friends answer while a script runs. Replaced by
     /// `reset`.
     fs: RwLock<Arc<dyn FileSystem>>,
+    /// The session's own layer below the system layer and mounts (see
+    /// `options::Layer`). Replaced by `reset`.
+    layer: RwLock<options::Layer>,
     /// The running exec's cancellation state, for `cancel/1`.
     current: Mutex<Option<Arc<ExecTicket>>>,
     /// Every submitted exec not yet ended, by id: `cancel_exec`.
@@ -75,12 +80,14 @@ impl Drop for Session {
 
 impl Session {
     /// Build a session from a validated configuration. May touch host
-    /// directories: never call it on a normal scheduler unless
-    /// `options::builds_inline` says the configuration is purely in memory.
+    /// directories: never call it on a normal scheduler unless Elixir's
+    /// `ExBashkit.Session.Options.inline?/1` said the configuration is
+    /// purely in memory (`session_new_inline`).
     pub fn new(config: SessionConfig) -> Result<Arc<Self>, String> {
         let interrupt = Interrupt::new();
         let channel = options::callback_channel(&config, &interrupt);
-        let bash = options::build_bash(&config, channel.as_ref(), Some(&interrupt))?;
+        let layer = options::Layer::new(&config);
+        let bash = options::build_bash_on(&config, channel.as_ref(), Some(&interrupt), &layer)?;
         if options::needs_prepare(&config) {
             runtime::block_on(options::prepare(&bash, &config, channel.as_ref()))?;
         }
@@ -88,6 +95,7 @@ impl Session {
         Ok(Arc::new(Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             fs: RwLock::new(bash.fs()),
+            layer: RwLock::new(layer),
             bash: tokio::sync::Mutex::new(bash),
             current: Mutex::new(None),
             tickets: Mutex::new(HashMap::new()),
@@ -121,6 +129,11 @@ impl Session {
     /// The session's filesystem, as scripts see it.
     pub fn fs(&self) -> Arc<dyn FileSystem> {
         Arc::clone(&self.fs.read())
+    }
+
+    /// The session's own filesystem layer (no system layer, no mounts).
+    pub fn layer(&self) -> options::Layer {
+        self.layer.read().clone()
     }
 
     /// Whether a script is running on this session right now.
@@ -158,6 +171,31 @@ impl Session {
                 true
             }
             None => false,
+        }
+    }
+
+    /// Record call `id` (an exec, or a lifecycle call: `lifecycle.rs`) so
+    /// that `cancel_exec` reaches it.
+    pub(crate) fn register_call(&self, id: u64, ticket: &Arc<ExecTicket>) {
+        self.tickets.lock().insert(id, Arc::downgrade(ticket));
+    }
+
+    /// Call `id` has ended.
+    pub(crate) fn forget_call(&self, id: u64) {
+        self.tickets.lock().remove(&id);
+    }
+
+    /// The interpreter, once this call's turn comes; `None` if `ticket` is
+    /// cancelled or times out first (a call must not wait out the whole
+    /// exec in front of it past its own deadline).
+    pub(crate) async fn turn(
+        &self,
+        ticket: &ExecTicket,
+    ) -> Option<tokio::sync::MutexGuard<'_, Bash>> {
+        tokio::select! {
+            biased;
+            bash = self.bash.lock() => Some(bash),
+            () = ticket.stopped() => None,
         }
     }
 
@@ -237,21 +275,30 @@ impl Payload for OutputChunk<'_> {
     }
 }
 
-fn bashkit_options(call: &mut ExecCallOptions, caller: &SharedCaller) -> ExecOptions {
+/// bashkit's options for one exec. Output is always streamed into
+/// `partial` (a failed exec still returns what the script wrote) and, when
+/// the call asked for it, on to the caller as it comes.
+fn bashkit_options(
+    call: &mut ExecCallOptions,
+    caller: &SharedCaller,
+    partial: &SharedPartial,
+) -> ExecOptions {
     let mut out = ExecOptions::new();
     if let Some(Bytes(stdin)) = call.stdin.take() {
         out = out.stdin(stdin);
     }
-    if call.stream {
-        let caller = Arc::clone(caller);
-        out = out.streaming(Box::new(move |stdout, stderr| {
-            if !stdout.is_empty() || !stderr.is_empty() {
-                let chunk = OutputChunk(stdout.as_bytes(), stderr.as_bytes());
-                caller.lock().send("ex_bashkit_output", &chunk);
-            }
-        }));
-    }
-    out
+    let forward = call.stream.then(|| Arc::clone(caller));
+    let partial = Arc::clone(partial);
+    out.streaming(Box::new(move |stdout, stderr| {
+        if stdout.is_empty() && stderr.is_empty() {
+            return;
+        }
+        partial.lock().push(stdout.as_bytes(), stderr.as_bytes());
+        if let Some(caller) = &forward {
+            let chunk = OutputChunk(stdout.as_bytes(), stderr.as_bytes());
+            caller.lock().send("ex_bashkit_output", &chunk);
+        }
+    }))
 }
 
 /// Run `script` on `session` as exec `exec_id` and answer `reply` when it
@@ -266,10 +313,8 @@ pub fn exec(
 ) {
     let caller = reply.caller();
     let ticket = ExecTicket::new();
-    session
-        .tickets
-        .lock()
-        .insert(exec_id, Arc::downgrade(&ticket));
+    let partial = Partial::shared();
+    session.register_call(exec_id, &ticket);
     // A per-call timeout counts from the call, queueing behind other execs
     // of this session included.
     if let Some(ms) = call.timeout_ms {
@@ -277,33 +322,56 @@ pub fn exec(
     }
     runtime::spawn_script(async move {
         let outcome = guard::catch_future(async {
-            let mut bash = session.bash.lock().await;
+            // A deadline or cancel that comes while the exec still waits for
+            // its turn ends it there (the exec never runs).
+            let Some(mut bash) = session.turn(&ticket).await else {
+                return ExecOutcome::stopped(&ticket, call.timeout_ms);
+            };
             let _running = Running::start(&session, &ticket, &bash);
             let _attached = session
                 .channel
                 .as_ref()
                 .map(|c| c.attach(Arc::clone(&caller)));
 
-            let skip = &session.config.virtual_fs;
+            // Mount points of backends, and the trash (what a delete moved
+            // there is reported as deleted, not as a new file). Scans stop
+            // at the exec's deadline (or a cancel); the change set is then
+            // marked incomplete.
+            let skip: Vec<String> = session
+                .config
+                .virtual_fs
+                .iter()
+                .chain(&session.config.soft_delete)
+                .cloned()
+                .collect();
+            let skip = &skip;
+            let stop = || ticket.is_stopped();
             let before = match call.track_changes {
-                true => Some(changes::scan(&bash.fs(), skip).await),
+                true => Some(changes::scan(&bash.fs(), skip, &stop).await),
                 false => None,
             };
-            let options = bashkit_options(&mut call, &caller);
+            let options = bashkit_options(&mut call, &caller, &partial);
             let metering = Metering::start(&bash);
             let result = bash.exec_with_options(&script, options).await;
             let metrics = metering.stop(&bash);
             let changes = match before {
                 Some(before) => Some(changes::diff(
                     &before,
-                    &changes::scan(&bash.fs(), skip).await,
+                    &changes::scan(&bash.fs(), skip, &stop).await,
                 )),
                 None => None,
             };
-            ExecOutcome::new(result, changes, metrics, &ticket, call.timeout_ms)
+            ExecOutcome::new(
+                result,
+                changes,
+                metrics,
+                &ticket,
+                call.timeout_ms,
+                Some(&partial),
+            )
         })
         .await;
-        session.tickets.lock().remove(&exec_id);
+        session.forget_call(exec_id);
         if let Some(on_end) = on_end {
             on_end();
         }
@@ -314,6 +382,7 @@ pub fn exec(
 /// Run `script` in a fresh default interpreter (`ExBashkit.exec/1`).
 /// `ticket` cancels it (its caller died); `on_end` runs once it is over.
 pub fn exec_once_job(
+    config: SessionConfig,
     script: String,
     ticket: Arc<ExecTicket>,
     reply: ReplyTo,
@@ -325,16 +394,19 @@ pub fn exec_once_job(
         let mut used = None;
         let interrupt = Interrupt::new();
         let outcome = guard::catch_future(async {
-            match options::build_bash(&SessionConfig::default(), None, Some(&interrupt)) {
+            match options::build_bash(&config, None, Some(&interrupt)) {
                 Ok(bash) => {
                     let bash = used.insert(bash);
                     ticket.start(bash.cancellation_token(), Arc::clone(&interrupt));
+                    let partial = Partial::shared();
+                    let options =
+                        bashkit_options(&mut ExecCallOptions::default(), &reply.caller(), &partial);
                     let metering = Metering::start(bash);
-                    let result = bash.exec(&script).await;
+                    let result = bash.exec_with_options(&script, options).await;
                     let metrics = metering.stop(bash);
-                    ExecOutcome::new(result, None, metrics, &ticket, None)
+                    ExecOutcome::new(result, None, metrics, &ticket, None, Some(&partial))
                 }
-                Err(message) => ExecOutcome::Error(message),
+                Err(message) => ExecOutcome::error(message),
             }
         })
         .await;
@@ -344,14 +416,6 @@ pub fn exec_once_job(
         reply.finish(&outcome.unwrap_or_else(ExecOutcome::panicked));
         drop(used);
     });
-}
-
-/// What one exec cost: commands run (bashkit's cumulative counter, before
-/// and after) and wall-clock time in the interpreter, queueing excluded.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Metrics {
-    pub commands: u64,
-    pub wall_time_us: u64,
 }
 
 struct Metering {
@@ -375,81 +439,20 @@ impl Metering {
     }
 }
 
-/// What an exec ended with, ready to encode.
-pub enum ExecOutcome {
-    Ok(Box<ExecResult>, Option<Changes>, Metrics),
-    Error(String),
-}
-
-impl ExecOutcome {
-    fn new(
-        result: bashkit::Result<ExecResult>,
-        changes: Option<Changes>,
-        metrics: Metrics,
-        ticket: &ExecTicket,
-        timeout_ms: Option<u64>,
-    ) -> Self {
-        match result {
-            Ok(result) => ExecOutcome::Ok(Box::new(result), changes, metrics),
-            // Our watchdog and `cancel/1` stop a script through the same
-            // token; say which one did.
-            Err(_) if ticket.timed_out() => ExecOutcome::Error(format!(
-                "execution timed out after {} ms (exec option :timeout_ms)",
-                timeout_ms.unwrap_or_default()
-            )),
-            Err(_) if ticket.was_cancelled() => {
-                ExecOutcome::Error("execution cancelled by cancel/1".to_string())
-            }
-            Err(error) => ExecOutcome::Error(errors::describe(&error)),
-        }
-    }
-
-    fn panicked(panic: String) -> Self {
-        ExecOutcome::Error(format!("internal error in the interpreter: {panic}"))
-    }
-}
-
-impl Payload for ExecOutcome {
-    /// `{:ok, {stdout, stderr, exit_code, stdout_truncated, stderr_truncated,
-    /// changes, {commands, wall_time_us}}}` with `changes` `nil` or
-    /// `{created, modified, deleted, complete?}`; or `{:error, message}`.
-    fn to_value(&self) -> Value {
-        match self {
-            ExecOutcome::Ok(result, changes, metrics) => {
-                let changes = match changes {
-                    Some(c) => Value::tuple([
-                        c.created.clone().into(),
-                        c.modified.clone().into(),
-                        c.deleted.clone().into(),
-                        c.complete.into(),
-                    ]),
-                    None => Value::nil(),
-                };
-                Value::ok_with(Value::tuple([
-                    Value::bin(result.stdout.as_bytes()),
-                    Value::bin(result.stderr.as_bytes()),
-                    result.exit_code.into(),
-                    result.stdout_truncated.into(),
-                    result.stderr_truncated.into(),
-                    changes,
-                    Value::tuple([metrics.commands.into(), metrics.wall_time_us.into()]),
-                ]))
-            }
-            ExecOutcome::Error(message) => Value::error(message.clone()),
-        }
-    }
-}
-
 /// `state/1`: a plain view of the shell, taken between scripts.
-pub fn state(session: Arc<Session>, reply: ReplyTo) {
+pub fn state(op: Op, reply: ReplyTo) {
     runtime::spawn(async move {
         let outcome = guard::catch_future(async {
-            let bash = session.bash.lock().await;
-            ShellStateView::from(bash.shell_state())
+            let bash = op.turn().await?;
+            let mut view = ShellStateView::from(bash.shell_state());
+            view.fs_usage = bash.fs().usage();
+            Ok::<_, String>(view)
         })
         .await;
+        drop(op);
         match outcome {
-            Ok(view) => reply.finish(&view),
+            Ok(Ok(view)) => reply.finish(&view),
+            Ok(Err(message)) => reply.finish(&Value::error(message)),
             Err(panic) => reply.finish(&Value::error(format!("internal error: {panic}"))),
         }
     });
@@ -463,6 +466,9 @@ pub struct ShellStateView {
     functions: Vec<String>,
     aliases: HashMap<String, String>,
     last_exit_code: i32,
+    /// The filesystem's usage against the `max_fs_bytes` / `max_files`
+    /// limits.
+    fs_usage: bashkit::FsUsage,
 }
 
 impl From<bashkit::ShellState> for ShellStateView {
@@ -482,6 +488,7 @@ impl From<bashkit::ShellState> for ShellStateView {
             functions,
             aliases: state.aliases,
             last_exit_code: state.last_exit_code,
+            fs_usage: bashkit::FsUsage::default(),
         }
     }
 }
@@ -495,6 +502,14 @@ impl Payload for ShellStateView {
             ("functions", self.functions.clone().into()),
             ("aliases", (&self.aliases).into()),
             ("last_exit_code", self.last_exit_code.into()),
+            (
+                "fs_usage",
+                Value::map([
+                    ("bytes", self.fs_usage.total_bytes.into()),
+                    ("files", self.fs_usage.file_count.into()),
+                    ("dirs", self.fs_usage.dir_count.into()),
+                ]),
+            ),
         ]))
     }
 }
@@ -502,20 +517,31 @@ impl Payload for ShellStateView {
 /// `reset/1`: rebuild the interpreter from the session's configuration,
 /// keeping its capabilities (builtins, backends, mounts, limits, network)
 /// because they are part of that configuration.
-pub fn reset(session: Arc<Session>, reply: ReplyTo) {
-    runtime::spawn(async move {
+///
+/// On a thread of its own: rebuilding may write large `:files`, which must
+/// not hold up the runtime threads other sessions' timers run on.
+pub fn reset(op: Op, reply: ReplyTo) {
+    runtime::spawn_job(async move {
         let outcome = guard::catch_future(async {
-            let mut bash = session.bash.lock().await;
+            let session = Arc::clone(op.session());
+            let mut bash = op.turn().await?;
             let config = &session.config;
-            let fresh =
-                options::build_bash(config, session.channel.as_ref(), Some(&session.interrupt))?;
+            let layer = options::Layer::new(config);
+            let fresh = options::build_bash_on(
+                config,
+                session.channel.as_ref(),
+                Some(&session.interrupt),
+                &layer,
+            )?;
             options::prepare_reset(&fresh, config, session.channel.as_ref()).await?;
             *session.fs.write() = fresh.fs();
+            *session.layer.write() = layer;
             *bash = fresh;
             *session.host_mounts.lock() = config.mounts.clone();
             Ok::<(), String>(())
         })
         .await;
+        drop(op);
         match outcome {
             Ok(Ok(())) => reply.finish(&Value::ok()),
             Ok(Err(message)) => reply.finish(&Value::error(message)),
@@ -558,6 +584,25 @@ impl rustler::Resource for SessionResource {
 
 type Handle = ResourceArc<SessionResource>;
 
+/// Monitor `pid`, the caller of call `id` on `handle`: its death cancels the
+/// call (`down`). Returns what to run once the call is over.
+pub fn watch_caller(
+    env: Env,
+    handle: &Handle,
+    pid: &LocalPid,
+    id: u64,
+) -> Box<dyn FnOnce() + Send> {
+    if let Some(monitor) = handle.monitor(Some(env), pid) {
+        handle.monitors.lock().insert(id, monitor);
+    }
+    let owner = handle.clone();
+    Box::new(move || {
+        if let Some(monitor) = owner.monitors.lock().remove(&id) {
+            owner.demonitor(None, &monitor);
+        }
+    })
+}
+
 fn new_handle(config: Value) -> NifResult<Handle> {
     let config = SessionConfig::from_value(&config)?;
     Ok(ResourceArc::new(SessionResource {
@@ -599,15 +644,7 @@ fn session_exec(
 ) -> NifResult<u64> {
     let call = ExecCallOptions::from_value(&Value::from_term(call)?)?;
     let id = next_exec_id();
-    if let Some(monitor) = handle.monitor(Some(env), &pid) {
-        handle.monitors.lock().insert(id, monitor);
-    }
-    let owner = handle.clone();
-    let on_end = Box::new(move || {
-        if let Some(monitor) = owner.monitors.lock().remove(&id) {
-            owner.demonitor(None, &monitor);
-        }
-    });
+    let on_end = watch_caller(env, &handle, &pid, id);
     let reply = ReplyTo::new(Caller::process(pid, reference));
     exec(
         Arc::clone(&handle.session),
@@ -633,9 +670,17 @@ impl rustler::Resource for OneShotResource {
     }
 }
 
-/// `ExBashkit.exec/1`: answered by message like `session_exec`.
+/// `ExBashkit.exec/1`: answered by message like `session_exec`. `config`
+/// is what `new/1` with no options decodes to (Elixir declares the defaults).
 #[rustler::nif]
-fn exec_once(env: Env, script: String, pid: LocalPid, reference: Term) -> rustler::Atom {
+fn exec_once(
+    env: Env,
+    config: Term,
+    script: String,
+    pid: LocalPid,
+    reference: Term,
+) -> NifResult<rustler::Atom> {
+    let config = SessionConfig::from_value(&Value::from_term(config)?)?;
     let ticket = ExecTicket::new();
     let tracker = ResourceArc::new(OneShotResource {
         ticket: Arc::clone(&ticket),
@@ -648,8 +693,8 @@ fn exec_once(env: Env, script: String, pid: LocalPid, reference: Term) -> rustle
         }
     });
     let reply = ReplyTo::new(Caller::process(pid, reference));
-    exec_once_job(script, ticket, reply, Some(on_end));
-    rustler::types::atom::ok()
+    exec_once_job(config, script, ticket, reply, Some(on_end));
+    Ok(rustler::types::atom::ok())
 }
 
 #[rustler::nif(name = "live_sessions")]
@@ -669,24 +714,53 @@ fn session_cancel_exec(handle: Handle, id: u64) -> bool {
     handle.session.cancel_exec(id)
 }
 
-/// `state/1`: answers `{:ex_bashkit_reply, ref, {:ok, map}}`.
-#[rustler::nif]
-fn session_state(handle: Handle, pid: LocalPid, reference: Term) -> rustler::Atom {
-    state(
+/// Lifecycle call `name` on `handle` for `pid`, its options decoded from
+/// `call`: registered, deadline started, caller monitored.
+pub fn op_for(
+    env: Env,
+    handle: &Handle,
+    name: &'static str,
+    call: Term,
+    pid: &LocalPid,
+) -> NifResult<Op> {
+    let call = OpCallOptions::from_value(&Value::from_term(call)?)?;
+    let id = next_exec_id();
+    let on_end = watch_caller(env, handle, pid, id);
+    Ok(Op::new(
         Arc::clone(&handle.session),
-        ReplyTo::new(Caller::process(pid, reference)),
-    );
-    rustler::types::atom::ok()
+        name,
+        id,
+        call,
+        Some(on_end),
+    ))
+}
+
+/// `state/1`: answers `{:ex_bashkit_reply, ref, {:ok, map} | {:error, _}}`.
+#[rustler::nif]
+fn session_state(
+    env: Env,
+    handle: Handle,
+    call: Term,
+    pid: LocalPid,
+    reference: Term,
+) -> NifResult<rustler::Atom> {
+    let op = op_for(env, &handle, "state/1", call, &pid)?;
+    state(op, ReplyTo::new(Caller::process(pid, reference)));
+    Ok(rustler::types::atom::ok())
 }
 
 /// `reset/1`: answers `{:ex_bashkit_reply, ref, :ok | {:error, message}}`.
 #[rustler::nif]
-fn session_reset(handle: Handle, pid: LocalPid, reference: Term) -> rustler::Atom {
-    reset(
-        Arc::clone(&handle.session),
-        ReplyTo::new(Caller::process(pid, reference)),
-    );
-    rustler::types::atom::ok()
+fn session_reset(
+    env: Env,
+    handle: Handle,
+    call: Term,
+    pid: LocalPid,
+    reference: Term,
+) -> NifResult<rustler::Atom> {
+    let op = op_for(env, &handle, "reset/1", call, &pid)?;
+    reset(op, ReplyTo::new(Caller::process(pid, reference)));
+    Ok(rustler::types::atom::ok())
 }
 
 /// `{id, running?, cwd | nil}` for `inspect/2`.

@@ -1,19 +1,22 @@
 //! The opt-in tools built from bashkit's cargo features `git`, `sqlite` and
 //! `typescript`: the `:git`, `:sqlite` and `:typescript` options of
-//! `Session.new/1`. Each is off unless granted, like `:python`.
+//! `Session.new/1`. Each is off unless granted, like `:python`, and each
+//! command name obeys the command policy (`policy.rs`) like every other.
 //!
 //! - `git`: bashkit's virtual git, confined to the session filesystem (its
 //!   state is the `.git` directory, so it moves with snapshots). bashkit
-//!   registers the `git` builtin in every build with the feature and makes
-//!   it answer "not configured" without a `GitConfig`; a session without
-//!   the grant filters it out instead, so `git` is an unknown command (127)
-//!   and the builtin list (which snapshots fingerprint) is the same as in a
-//!   build without the feature. The author is the one granted, or bashkit's
-//!   virtual default, never the host's. Remote patterns must lie within the
-//!   session's network access (`:allow_net` and its private-IP rule),
-//!   checked here when the session is built: bashkit 0.20.2 moves no bytes
-//!   for a remote (clone/fetch/pull/push only check the URL against the
-//!   patterns), and a release that does cannot reach more than `curl` can.
+//!   puts `git` in its default command table in every build with the
+//!   feature and makes it answer "not configured" without a `GitConfig`; a
+//!   session without the grant drops it from the table with the policy's
+//!   filter (`ungranted`), so `git` is an unknown command (127) and the
+//!   builtin list (which snapshots fingerprint) is the same as in a build
+//!   without the feature. The author is the one granted, or bashkit's
+//!   virtual default, never the host's. Remote patterns must be URL
+//!   prefixes (the `:allow_net` parser) within the session's network
+//!   access (`:allow_net` and its private-IP rule), checked here when the
+//!   session is built: bashkit 0.20.2 moves no bytes for a remote
+//!   (clone/fetch/pull/push only check the URL against the patterns), and
+//!   a release that does cannot reach more than `curl` can.
 //! - `sqlite`: Turso, as `sqlite` and `sqlite3`. bashkit runs it only when
 //!   the builder env holds `BASHKIT_ALLOW_INPROCESS_SQLITE=1` (read once, at
 //!   build): set here, then taken back out of the shell like Python's.
@@ -23,22 +26,29 @@
 //! - `typescript`: ZapCode, as `ts`, `typescript`, `node`, `deno` and
 //!   `bun`. bashkit clamps its budget to what is left of the exec's
 //!   deadline on every call.
+//!
+//! sqlite's and typescript's commands are builtins we register, so a name
+//! outside the policy is simply not registered; a custom `:builtins` or
+//! `:python` name one of them takes is refused at `new/1` (one would
+//! silently replace the other).
 
 use std::time::Duration;
 
-use bashkit::{Bash, BashBuilder, GitConfig, NetworkAllowlist, SqliteLimits, TypeScriptLimits};
+use bashkit::{
+    Bash, BashBuilder, Extension, GitConfig, NetworkAllowlist, SqliteLimits, TypeScriptExtension,
+    TypeScriptLimits,
+};
 
 use crate::from_map;
 use crate::options::SessionConfig;
+use crate::value::Value;
+use crate::policy::{CommandPolicy, Permits};
 
 /// The variable bashkit reads at build time to allow in-process SQLite.
 pub const SQLITE_OPT_IN: &str = "BASHKIT_ALLOW_INPROCESS_SQLITE";
 
-/// The commands `sqlite: true` registers.
+/// The commands `sqlite: true` registers (as bashkit's `sqlite_with_limits`).
 pub const SQLITE_COMMANDS: [&str; 2] = ["sqlite", "sqlite3"];
-
-/// The commands `typescript: true` registers (bashkit's compat aliases on).
-pub const TYPESCRIPT_COMMANDS: [&str; 5] = ["ts", "typescript", "node", "deno", "bun"];
 
 /// bashkit's own budget for one `sqlite` invocation.
 const SQLITE_MAX_DURATION: Duration = Duration::from_secs(30);
@@ -56,28 +66,94 @@ from_map!(GitGrant {
     remotes
 });
 
-/// Register the granted tools on `builder`; `Err` when a git remote lies
-/// outside the session's network access.
-pub fn register(mut builder: BashBuilder, config: &SessionConfig) -> Result<BashBuilder, String> {
-    builder = match &config.git {
-        Some(grant) => builder.git(git_config(grant, config)?),
-        None => builder.builtin_filter(|name| name != "git"),
-    };
+/// bashkit's own commands `config` was not granted, for the command
+/// table's filter (bashkit keeps one, shared with the command policy).
+pub fn ungranted(config: &SessionConfig) -> &'static [&'static str] {
+    if config.git.is_some() {
+        &[]
+    } else {
+        &["git"]
+    }
+}
+
+/// Register the granted tools on `builder`, each command only where
+/// `permits` keeps it; `Err` when a git remote is not a URL prefix within
+/// the session's network access, or a granted command's name is also a
+/// `:builtins` or `:python` name.
+pub fn register(
+    mut builder: BashBuilder,
+    config: &SessionConfig,
+    permits: &Permits,
+) -> Result<BashBuilder, String> {
+    check_conflicts(config)?;
+    if let Some(grant) = &config.git {
+        builder = builder.git(git_config(grant, config)?);
+    }
     if config.sqlite {
-        builder = builder
-            .sqlite_with_limits(sqlite_limits(config))
-            .env(SQLITE_OPT_IN, "1");
+        let limits = sqlite_limits(config);
+        let names: Vec<&str> = SQLITE_COMMANDS
+            .into_iter()
+            .filter(|n| permits.permits(n))
+            .collect();
+        for name in &names {
+            let sqlite = bashkit::Sqlite::with_limits(limits.clone());
+            builder = builder.builtin(*name, Box::new(sqlite));
+        }
+        if !names.is_empty() {
+            builder = builder.env(SQLITE_OPT_IN, "1");
+        }
     }
     if config.typescript {
-        builder = builder.typescript_with_limits(TypeScriptLimits::default());
+        for (name, command) in typescript().builtins() {
+            if permits.permits(&name) {
+                builder = builder.builtin(name, command);
+            }
+        }
     }
     Ok(builder)
 }
 
+/// The TypeScript commands (bashkit's compat aliases on).
+fn typescript() -> TypeScriptExtension {
+    TypeScriptExtension::with_limits(TypeScriptLimits::default())
+}
+
+/// The command names each granted tool takes, before the policy.
+fn granted(config: &SessionConfig) -> [(&'static str, Vec<String>); 3] {
+    let git = match config.git {
+        Some(_) => vec!["git".to_string()],
+        None => Vec::new(),
+    };
+    let sqlite = match config.sqlite {
+        true => SQLITE_COMMANDS.map(String::from).to_vec(),
+        false => Vec::new(),
+    };
+    let typescript = match config.typescript {
+        true => typescript().builtins().into_iter().map(|(n, _)| n).collect(),
+        false => Vec::new(),
+    };
+    [("git", git), ("sqlite", sqlite), ("typescript", typescript)]
+}
+
+fn check_conflicts(config: &SessionConfig) -> Result<(), String> {
+    for (option, names) in granted(config) {
+        for name in names {
+            if config.builtins.contains(&name) || config.python.contains(&name) {
+                return Err(format!(
+                    ":{option} takes the command name {name:?}, which :builtins or :python \
+                     also defines; rename one of them"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn git_config(grant: &GitGrant, config: &SessionConfig) -> Result<GitConfig, String> {
     if !grant.remotes.is_empty() {
-        let network = crate::net::allowlist(config)?;
+        let network = crate::net::policy(config)?;
         for remote in &grant.remotes {
+            crate::net::check_prefix(":git remote", remote)?;
             // With `allow_net: :all` the allowlist admits everything before
             // it looks at the host; a list of the remote alone still refuses
             // a private address written as a literal.
@@ -126,20 +202,33 @@ pub fn hide_opt_in(bash: &mut Bash, config: &SessionConfig) {
     bash.restore_shell_state(&state);
 }
 
-/// The commands the granted tools add (Python's included), for the
-/// session's description.
-pub fn commands(config: &SessionConfig) -> Vec<String> {
-    let mut out = config.python.clone();
-    if config.git.is_some() {
-        out.push("git".into());
-    }
-    if config.sqlite {
-        out.extend(SQLITE_COMMANDS.map(String::from));
-    }
-    if config.typescript {
-        out.extend(TYPESCRIPT_COMMANDS.map(String::from));
-    }
-    out
+/// The commands each grant gave the session, the command policy applied:
+/// `%{python: [name], git: [name], sqlite: [name], typescript: [name]}`
+/// (empty lists for what was not granted), for the session's description.
+pub fn commands(config: &SessionConfig) -> Value {
+    // The session was built from this config, so the policy is valid; were
+    // it not, nothing is described as available.
+    let permits = Permits::new(config.commands.as_ref()).unwrap_or_else(|_| {
+        let none = CommandPolicy {
+            allow: Some(Vec::new()),
+            deny: Vec::new(),
+        };
+        Permits::new(Some(&none)).expect("an empty allowlist is valid")
+    });
+    let kept = |names: Vec<String>| -> Value {
+        names
+            .into_iter()
+            .filter(|n| permits.permits(n))
+            .collect::<Vec<_>>()
+            .into()
+    };
+    let [(_, git), (_, sqlite), (_, typescript)] = granted(config);
+    Value::map([
+        ("python", kept(config.python.clone())),
+        ("git", kept(git)),
+        ("sqlite", kept(sqlite)),
+        ("typescript", kept(typescript)),
+    ])
 }
 
 #[cfg(test)]

@@ -1,0 +1,100 @@
+defmodule ExBashkit.Test.Case do
+  @moduledoc false
+  # The set-ups many test files share. `use ExBashkit.Test.Case, async: true`
+  # is `use ExUnit.Case` (same options) plus the helpers below, imported:
+  #
+  #   * `run!/3`: an exec that must succeed, its `%Result{}`;
+  #   * `out/2`: its stdout;
+  #   * `eventually/2`: poll a condition, bounded (raises past the timeout);
+  #   * `wait_until_running/1`: until a session has an exec in flight;
+  #   * `tmp_path/1`: a fresh host path under the system tmp dir, removed
+  #     when the test ends;
+  #   * `stateful_script/0`: a script that leaves state of every kind a
+  #     checkpoint, snapshot or migration must carry.
+
+  use ExUnit.CaseTemplate
+
+  alias ExBashkit.{Result, Session}
+
+  using do
+    quote do
+      import ExBashkit.Test.Case,
+        only: [
+          run!: 2,
+          run!: 3,
+          out: 2,
+          eventually: 1,
+          eventually: 2,
+          wait_until_running: 1,
+          tmp_path: 1,
+          stateful_script: 0
+        ]
+    end
+  end
+
+  @doc "Run `script`, which must come back `{:ok, %Result{}}`; the result."
+  @spec run!(Session.t(), String.t(), keyword()) :: Result.t()
+  def run!(session, script, opts \\ []) do
+    ExUnit.Assertions.assert({:ok, %Result{} = result} = Session.exec(session, script, opts))
+    result
+  end
+
+  @doc "The stdout of `run!/2`."
+  @spec out(Session.t(), String.t()) :: String.t()
+  def out(session, script), do: run!(session, script).stdout
+
+  @doc """
+  Poll `fun` every few milliseconds until it returns a truthy value, for at
+  most `timeout` ms; raise past it. Returns the value.
+  """
+  @spec eventually((() -> term()), pos_integer()) :: term()
+  def eventually(fun, timeout \\ 10_000) do
+    poll(fun, System.monotonic_time(:millisecond) + timeout)
+  end
+
+  defp poll(fun, deadline) do
+    cond do
+      value = fun.() ->
+        value
+
+      System.monotonic_time(:millisecond) > deadline ->
+        raise "condition not met in time"
+
+      true ->
+        Process.sleep(5)
+        poll(fun, deadline)
+    end
+  end
+
+  @doc "Wait (bounded) until `session` has a running exec: a condition, not a guess."
+  @spec wait_until_running(Session.t()) :: :ok
+  def wait_until_running(session) do
+    eventually(fn -> inspect(session) =~ "status: :running" end)
+    :ok
+  end
+
+  @doc "A fresh path under the system tmp dir (not created), removed when the test ends."
+  @spec tmp_path(String.t()) :: Path.t()
+  def tmp_path(name) do
+    path =
+      Path.join(System.tmp_dir!(), "ex_bashkit_#{System.unique_integer([:positive])}_#{name}")
+
+    ExUnit.Callbacks.on_exit(fn -> File.rm_rf(path) end)
+    path
+  end
+
+  @doc """
+  Leaves state of every kind a checkpoint, snapshot or migration must carry:
+  an exported variable, a cwd, a file, a function and an alias.
+  """
+  @spec stateful_script() :: String.t()
+  def stateful_script do
+    """
+    export COLOR=blue
+    mkdir -p /work && cd /work
+    echo kept > /work/data.txt
+    greet() { echo "hello $1"; }
+    alias ll='ls -1'
+    """
+  end
+end

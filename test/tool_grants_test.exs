@@ -49,6 +49,48 @@ defmodule ExBashkit.ToolGrantsTest do
     end
   end
 
+  describe "the command policy" do
+    test "a denied tool command does not exist, on every route; the others stay" do
+      s = Session.new(@all ++ [commands: [deny: ["git", "sqlite3", "node"]]])
+
+      for script <- [
+            "git init /r",
+            "/usr/bin/git status",
+            "env git status",
+            "echo x | xargs git",
+            "bash -c 'git log'",
+            "sqlite3 :memory: 'SELECT 1'",
+            "node -e 1"
+          ] do
+        assert {:ok, %Result{exit_code: 127, stderr: stderr}} = Session.exec(s, script)
+        assert stderr =~ "not found" or stderr =~ "No such file", "#{script}: #{stderr}"
+      end
+
+      assert {:ok, %Result{stdout: "", exit_code: 1}} =
+               Session.exec(s, "command -v git sqlite3 node")
+
+      assert {:error, _} = Session.read_file(s, "/r/.git/HEAD")
+
+      assert {:ok, %Result{stdout: "42\nts\n"}} =
+               Session.exec(s, "sqlite :memory: 'SELECT 6 * 7' && ts -c 'console.log(\"ts\")'")
+
+      # The model is told only what exists.
+      text = Tool.definition(s).description
+      assert text =~ "sqlite (SQLite"
+      assert text =~ "ts, typescript, deno, bun (a TypeScript"
+      refute text =~ "git"
+      refute text =~ "sqlite3"
+    end
+
+    test "an allowlist keeps only the tool commands it names" do
+      s = Session.new(@all ++ [commands: [allow: ["git"]]])
+      assert {:ok, %Result{exit_code: 0}} = Session.exec(s, "git init -q /r")
+      assert {:ok, %Result{exit_code: 127}} = Session.exec(s, "sqlite3 :memory: 'SELECT 1'")
+      assert {:ok, %Result{exit_code: 127}} = Session.exec(s, "ts -c 1")
+      refute Tool.system_prompt(s) =~ "SQLite"
+    end
+  end
+
   test "Sandbox passes the grants to its session" do
     {:ok, sandbox} = Sandbox.init(@all ++ [cwd: "/work"])
     assert {:ok, %{output: "42\nts\n", exit_code: 0}} = Sandbox.exec(sandbox, @probe, [])

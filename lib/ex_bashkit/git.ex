@@ -27,8 +27,9 @@ defmodule ExBashkit.Git do
     * `git: [remotes: [url_pattern]]` - URLs `clone`, `fetch`, `pull` and
       `push` may name (see "Remotes").
 
-  Without the option, `git` is an unknown command (exit code 127), and a
-  snapshot of a session with git does not restore into one without it.
+  Without the option, or when `:commands` leaves it out, `git` is an unknown
+  command (exit code 127) on every route, and a snapshot of a session with
+  git does not restore into one without it.
 
   ## What works
 
@@ -50,7 +51,8 @@ defmodule ExBashkit.Git do
     * `git status` does not report edits to committed files (only staged and
       untracked ones);
     * `git checkout BRANCH` moves `HEAD` but changes no file, and a commit
-      always advances `master`, whatever branch is checked out;
+      always advances `master`, whatever branch is checked out (every
+      branch shows one log);
     * `git show HEAD:PATH` shows the working copy;
     * two commits within one second of each other get the same hash;
     * remote URLs are checked against the allowlist but never contacted:

@@ -17,7 +17,8 @@ defmodule ExBashkit.Sqlite do
   ## Enabling it
 
   `sqlite: true` registers the command as `sqlite3` and `sqlite`. Without
-  it both are unknown commands (exit code 127). bashkit also requires
+  it both are unknown commands (exit code 127); `:commands` governs each
+  name, like any command's. bashkit also requires
   `BASHKIT_ALLOW_INPROCESS_SQLITE=1` in the environment the interpreter is
   built with; the session sets it and then removes it from the shell, as it
   does for `:python`, so scripts neither see it nor can switch SQLite on.

@@ -17,7 +17,7 @@ defmodule ExBashkit.TypeScript do
 
   `typescript: true` registers `ts` and its aliases `typescript`, `node`,
   `deno` and `bun`. Without it all five are unknown commands (exit code
-  127).
+  127); `:commands` governs each name, like any command's.
 
   ## Running code
 

@@ -41,8 +41,8 @@ use bashkit::{
 
 use crate::from_map;
 use crate::options::SessionConfig;
-use crate::value::Value;
 use crate::policy::{CommandPolicy, Permits};
+use crate::value::Value;
 
 /// The variable bashkit reads at build time to allow in-process SQLite.
 pub const SQLITE_OPT_IN: &str = "BASHKIT_ALLOW_INPROCESS_SQLITE";
@@ -120,19 +120,30 @@ fn typescript() -> TypeScriptExtension {
 
 /// The command names each granted tool takes, before the policy.
 fn granted(config: &SessionConfig) -> [(&'static str, Vec<String>); 3] {
-    let git = match config.git {
-        Some(_) => vec!["git".to_string()],
-        None => Vec::new(),
+    let names = |granted: bool, names: fn() -> Vec<String>| {
+        if granted {
+            names()
+        } else {
+            Vec::new()
+        }
     };
-    let sqlite = match config.sqlite {
-        true => SQLITE_COMMANDS.map(String::from).to_vec(),
-        false => Vec::new(),
-    };
-    let typescript = match config.typescript {
-        true => typescript().builtins().into_iter().map(|(n, _)| n).collect(),
-        false => Vec::new(),
-    };
-    [("git", git), ("sqlite", sqlite), ("typescript", typescript)]
+    [
+        ("git", names(config.git.is_some(), || vec!["git".into()])),
+        (
+            "sqlite",
+            names(config.sqlite, || SQLITE_COMMANDS.map(String::from).to_vec()),
+        ),
+        (
+            "typescript",
+            names(config.typescript, || {
+                typescript()
+                    .builtins()
+                    .into_iter()
+                    .map(|(n, _)| n)
+                    .collect()
+            }),
+        ),
+    ]
 }
 
 fn check_conflicts(config: &SessionConfig) -> Result<(), String> {

@@ -1,24 +1,13 @@
 defmodule ExBashkit.GitTest do
   # The `:git` capability: bashkit's virtual git on the session filesystem.
   # Runs in both isolation modes (scripts/test runs the suite twice).
-  use ExUnit.Case, async: true
+  use ExBashkit.Test.Case, async: true
   doctest ExBashkit.Git
 
   alias ExBashkit.{Result, Session}
   alias ExBashkit.Test.GitHttp
 
   @author [author: {"Agent Smith", "agent@example.com"}]
-
-  defp run!(session, script) do
-    assert {:ok, %Result{} = result} = Session.exec(session, script)
-    result
-  end
-
-  defp ok!(session, script) do
-    result = run!(session, script)
-    assert result.exit_code == 0, "#{script}: #{inspect(result)}"
-    result
-  end
 
   # The commits `git log` lists, newest first: {hash, author, message}.
   defp log!(session) do

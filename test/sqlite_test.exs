@@ -1,23 +1,12 @@
 defmodule ExBashkit.SqliteTest do
   # The `:sqlite` capability: bashkit's embedded SQLite engine (Turso) on the
   # session filesystem. Runs in both isolation modes.
-  use ExUnit.Case, async: true
+  use ExBashkit.Test.Case, async: true
   doctest ExBashkit.Sqlite
 
   alias ExBashkit.{Result, Session}
 
   @opt_in "BASHKIT_ALLOW_INPROCESS_SQLITE"
-
-  defp run!(session, script, opts \\ []) do
-    assert {:ok, %Result{} = result} = Session.exec(session, script, opts)
-    result
-  end
-
-  defp ok!(session, script) do
-    result = run!(session, script)
-    assert result.exit_code == 0, "#{script}: #{inspect(result)}"
-    result
-  end
 
   test "a database created by one exec is queried by the next" do
     s = Session.new(sqlite: true, cwd: "/work")

@@ -1,21 +1,10 @@
 defmodule ExBashkit.TypeScriptTest do
   # The `:typescript` capability: bashkit's embedded TypeScript interpreter
   # (ZapCode). Runs in both isolation modes.
-  use ExUnit.Case, async: true
+  use ExBashkit.Test.Case, async: true
   doctest ExBashkit.TypeScript
 
   alias ExBashkit.{Result, Session}
-
-  defp run!(session, script, opts \\ []) do
-    assert {:ok, %Result{} = result} = Session.exec(session, script, opts)
-    result
-  end
-
-  defp ok!(session, script) do
-    result = run!(session, script)
-    assert result.exit_code == 0, "#{script}: #{inspect(result)}"
-    result
-  end
 
   test "a TypeScript file runs and prints" do
     s = Session.new(typescript: true, cwd: "/work")

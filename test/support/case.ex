@@ -4,6 +4,7 @@ defmodule ExBashkit.Test.Case do
   # is `use ExUnit.Case` (same options) plus the helpers below, imported:
   #
   #   * `run!/3`: an exec that must succeed, its `%Result{}`;
+  #   * `ok!/2`: the same, and the script must exit 0;
   #   * `out/2`: its stdout;
   #   * `eventually/2`: poll a condition, bounded (raises past the timeout);
   #   * `wait_until_running/1`: until a session has an exec in flight;
@@ -22,6 +23,7 @@ defmodule ExBashkit.Test.Case do
         only: [
           run!: 2,
           run!: 3,
+          ok!: 2,
           out: 2,
           eventually: 1,
           eventually: 2,
@@ -36,6 +38,14 @@ defmodule ExBashkit.Test.Case do
   @spec run!(Session.t(), String.t(), keyword()) :: Result.t()
   def run!(session, script, opts \\ []) do
     ExUnit.Assertions.assert({:ok, %Result{} = result} = Session.exec(session, script, opts))
+    result
+  end
+
+  @doc "`run!/2` of a script that must exit 0; the `%Result{}`."
+  @spec ok!(Session.t(), String.t()) :: Result.t()
+  def ok!(session, script) do
+    result = run!(session, script)
+    ExUnit.Assertions.assert(result.exit_code == 0, "#{script}: #{inspect(result)}")
     result
   end
 

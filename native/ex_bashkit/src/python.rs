@@ -53,13 +53,22 @@ pub fn register(
 /// Remove the opt-in variable from the shell state of a freshly built `Bash`,
 /// unless the user set it through `:env` themselves.
 pub fn hide_opt_in(bash: &mut Bash, config: &SessionConfig) {
-    if config.python.is_empty() || config.env.iter().any(|(key, _)| key == OPT_IN) {
+    if !config.python.is_empty() {
+        hide_variable(bash, config, OPT_IN);
+    }
+}
+
+/// Remove the builder-env variable `name` from the shell state of a
+/// freshly built `Bash`, unless the user set it through `:env` themselves
+/// (SQLite's opt-in goes the same way, `tools.rs`).
+pub fn hide_variable(bash: &mut Bash, config: &SessionConfig, name: &str) {
+    if config.env.iter().any(|(key, _)| key == name) {
         return;
     }
     let mut state = bash.shell_state();
-    state.env.remove(OPT_IN);
-    state.variables.remove(OPT_IN);
-    state.var_attrs.remove(OPT_IN);
+    state.env.remove(name);
+    state.variables.remove(name);
+    state.var_attrs.remove(name);
     bash.restore_shell_state(&state);
 }
 

@@ -203,14 +203,9 @@ fn sqlite_limits(config: &SessionConfig) -> SqliteLimits {
 /// Remove the SQLite opt-in variable from the shell state of a freshly built
 /// `Bash`, unless the user set it through `:env` themselves.
 pub fn hide_opt_in(bash: &mut Bash, config: &SessionConfig) {
-    if !config.sqlite || config.env.iter().any(|(key, _)| key == SQLITE_OPT_IN) {
-        return;
+    if config.sqlite {
+        crate::python::hide_variable(bash, config, SQLITE_OPT_IN);
     }
-    let mut state = bash.shell_state();
-    state.env.remove(SQLITE_OPT_IN);
-    state.variables.remove(SQLITE_OPT_IN);
-    state.var_attrs.remove(SQLITE_OPT_IN);
-    bash.restore_shell_state(&state);
 }
 
 /// The commands each grant gave the session, the command policy applied:

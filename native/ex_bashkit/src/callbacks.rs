@@ -137,6 +137,9 @@ impl CallbackChannel {
 
     /// Ask Elixir to handle `request`; wait for the answer or an interrupt.
     pub async fn call(&self, request: &dyn Request) -> Result<Answer, CallError> {
+        // A script polled on its submitting thread moves to a runner first:
+        // a back-call is neither sent from nor waited for on that thread.
+        crate::runner::leave_inline().await;
         if on_beam_thread() {
             return Err(CallError::NoTarget);
         }

@@ -24,6 +24,7 @@ mod options;
 mod parse;
 mod python;
 mod reply;
+mod runner;
 mod runtime;
 mod runtime_mounts;
 mod search;

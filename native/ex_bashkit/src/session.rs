@@ -238,25 +238,84 @@ impl Payload for OutputChunk<'_> {
     }
 }
 
-fn bashkit_options(call: &mut ExecCallOptions, caller: &SharedCaller) -> ExecOptions {
+fn bashkit_options(call: &mut ExecCallOptions) -> ExecOptions {
     let mut out = ExecOptions::new();
     if let Some(Bytes(stdin)) = call.stdin.take() {
         out = out.stdin(stdin);
     }
-    if call.stream {
-        let caller = Arc::clone(caller);
-        out = out.streaming(Box::new(move |stdout, stderr| {
-            if !stdout.is_empty() || !stderr.is_empty() {
-                let chunk = OutputChunk(stdout.as_bytes(), stderr.as_bytes());
-                caller.lock().send("ex_bashkit_output", &chunk);
-            }
-        }));
-    }
     out
 }
 
-/// Run `script` on `session` as exec `exec_id` and answer `reply` when it
-/// ends; `on_end` runs once the exec is over, before the answer is sent.
+/// Run `script` through bashkit's live execution (`Bash::execute`): it
+/// yields every 64 commands, which lets the runner (`runner.rs`) move a long
+/// script off the submitting thread and share runner threads fairly. Output
+/// is captured whole (within the session's output limits) and, with
+/// `stream`, also sent to the caller chunk by chunk as it is produced.
+///
+/// Live execution reserves its capture buffers (both output caps) from the
+/// exec's live-memory budget (32 MB); a session whose caps would take more
+/// than half of it runs the buffered way instead (`exec_with_options`, no
+/// yields: such a script is not preempted, see `runner.rs`).
+async fn run_script(
+    bash: &mut Bash,
+    script: &str,
+    mut options: ExecOptions,
+    stream: Option<&SharedCaller>,
+    live: bool,
+) -> bashkit::Result<ExecResult> {
+    if !live {
+        if let Some(caller) = stream {
+            let caller = Arc::clone(caller);
+            options = options.streaming(Box::new(move |stdout, stderr| {
+                if !stdout.is_empty() || !stderr.is_empty() {
+                    let chunk = OutputChunk(stdout.as_bytes(), stderr.as_bytes());
+                    caller.lock().send("ex_bashkit_output", &chunk);
+                }
+            }));
+        }
+        return bash.exec_with_options(script, options).await;
+    }
+    let execution = bash.execute(script).capture(usize::MAX).options(options);
+    match stream {
+        None => execution.await,
+        Some(caller) => {
+            let (out, err) = (Arc::clone(caller), Arc::clone(caller));
+            execution
+                .stdout_fn(move |bytes| send_chunk(Arc::clone(&out), bytes, false))
+                .stderr_fn(move |bytes| send_chunk(Arc::clone(&err), bytes, true))
+                .await
+        }
+    }
+}
+
+/// Whether a session with these output caps can run live (see
+/// [`run_script`]): bashkit's defaults are 1 MiB each.
+fn runs_live(limits: &options::Limits) -> bool {
+    const DEFAULT: u64 = 1024 * 1024;
+    let out = limits.max_stdout_bytes.unwrap_or(DEFAULT);
+    let err = limits.max_stderr_bytes.unwrap_or(DEFAULT);
+    out.saturating_add(err) <= 16 * 1024 * 1024
+}
+
+async fn send_chunk(caller: SharedCaller, bytes: Vec<u8>, stderr: bool) -> bashkit::Result<()> {
+    // Messages go out from a runner thread, never from a BEAM one.
+    crate::runner::leave_inline().await;
+    if !bytes.is_empty() {
+        let chunk = match stderr {
+            false => OutputChunk(&bytes, b""),
+            true => OutputChunk(b"", &bytes),
+        };
+        caller.lock().send("ex_bashkit_output", &chunk);
+    }
+    Ok(())
+}
+
+/// Run `script` on `session` as exec `exec_id`. Returns the outcome when it
+/// completed on the calling thread (the inline fast path, `runner.rs`):
+/// `reply` is then left unanswered for the caller to answer its own way.
+/// Otherwise `before_park` runs on this thread, the exec goes on on the
+/// runner pool, and `reply` gets the outcome. `on_end` runs once the exec
+/// is over, before the answer is sent, either way.
 pub fn exec(
     session: Arc<Session>,
     exec_id: u64,
@@ -264,7 +323,8 @@ pub fn exec(
     mut call: ExecCallOptions,
     reply: ReplyTo,
     on_end: Option<Box<dyn FnOnce() + Send>>,
-) {
+    before_park: impl FnOnce(),
+) -> Option<ExecOutcome> {
     let caller = reply.caller();
     let ticket = ExecTicket::new();
     session
@@ -276,7 +336,11 @@ pub fn exec(
     if let Some(ms) = call.timeout_ms {
         watchdog::schedule(Instant::now() + Duration::from_millis(ms), &ticket);
     }
-    runtime::spawn_script(async move {
+    // Streamed output is sent as it comes: from a runner thread. A script
+    // that cannot yield must not start on the submitting thread.
+    let live = runs_live(&session.config.limits);
+    let inline = !call.stream && live;
+    let work = Box::pin(async move {
         let outcome = guard::catch_future(async {
             let mut bash = session.bash.lock().await;
             let _running = Running::start(&session, &ticket, &bash);
@@ -290,9 +354,10 @@ pub fn exec(
                 true => Some(changes::scan(&bash.fs(), skip).await),
                 false => None,
             };
-            let options = bashkit_options(&mut call, &caller);
+            let options = bashkit_options(&mut call);
             let metering = Metering::start(&bash);
-            let result = bash.exec_with_options(&script, options).await;
+            let stream = call.stream.then_some(&caller);
+            let result = run_script(&mut bash, &script, options, stream, live).await;
             let metrics = metering.stop(&bash);
             let changes = match before {
                 Some(before) => Some(changes::diff(
@@ -308,31 +373,34 @@ pub fn exec(
         if let Some(on_end) = on_end {
             on_end();
         }
-        reply.finish(&outcome.unwrap_or_else(ExecOutcome::panicked));
+        outcome.unwrap_or_else(ExecOutcome::panicked)
     });
+    crate::runner::drive(work, inline, reply, before_park, |outcome, reply| {
+        reply.finish(&outcome)
+    })
 }
 
 /// Run `script` in a fresh default interpreter (`ExBashkit.exec/1`).
 /// `ticket` cancels it (its caller died); `on_end` runs once it is over.
+/// Returns the outcome when it completed inline, like [`exec`].
 pub fn exec_once_job(
     config: SessionConfig,
     script: String,
     ticket: Arc<ExecTicket>,
     reply: ReplyTo,
     on_end: Option<Box<dyn FnOnce() + Send>>,
-) {
-    runtime::spawn_script(async move {
-        // The interpreter is dropped only after the answer is sent: tearing
-        // it down takes ~10 µs that the caller need not wait for.
-        let mut used = None;
+    before_park: impl FnOnce(),
+) -> Option<ExecOutcome> {
+    let work = Box::pin(async move {
         let interrupt = Interrupt::new();
+        let mut used = None;
         let outcome = guard::catch_future(async {
             match options::build_bash(&config, None, Some(&interrupt)) {
                 Ok(bash) => {
                     let bash = used.insert(bash);
                     ticket.start(bash.cancellation_token(), Arc::clone(&interrupt));
                     let metering = Metering::start(bash);
-                    let result = bash.exec(&script).await;
+                    let result = run_script(bash, &script, ExecOptions::new(), None, true).await;
                     let metrics = metering.stop(bash);
                     ExecOutcome::new(result, None, metrics, &ticket, None)
                 }
@@ -343,9 +411,21 @@ pub fn exec_once_job(
         if let Some(on_end) = on_end {
             on_end();
         }
-        reply.finish(&outcome.unwrap_or_else(ExecOutcome::panicked));
+        // The interpreter is dropped after the answer is sent: tearing it
+        // down takes a few µs that the caller need not wait for.
+        (outcome.unwrap_or_else(ExecOutcome::panicked), used)
+    });
+    let done = crate::runner::drive(work, true, reply, before_park, |(outcome, used), reply| {
+        reply.finish(&outcome);
         drop(used);
     });
+    done.map(|(outcome, used)| {
+        // Dropped off the caller's path.
+        if used.is_some() {
+            runtime::spawn(async move { drop(used) });
+        }
+        outcome
+    })
 }
 
 /// What one exec cost: commands run (bashkit's cumulative counter, before
@@ -588,38 +668,45 @@ fn session_new_inline(env: Env, config: Term) -> NifResult<Handle> {
     handle
 }
 
-/// Submit `script`; the answer arrives as `{:ex_bashkit_reply, ref, outcome}`.
-/// Returns the exec's id, for `session_cancel_exec/2`.
-#[rustler::nif]
-fn session_exec(
-    env: Env,
+/// Run `script`: on this dirty CPU scheduler first (`runner.rs`), so a
+/// short script answers as the NIF's return value, `{:done, id, outcome}`.
+/// A script that waits or runs past its slice goes on on the runner pool and
+/// the call returns `{:ok, id}`; the answer then arrives as
+/// `{:ex_bashkit_reply, ref, outcome}`. `id` is the exec's id, for
+/// `session_cancel_exec/2`.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn session_exec<'a>(
+    env: Env<'a>,
     handle: Handle,
     script: String,
-    call: Term,
+    call: Term<'a>,
     pid: LocalPid,
-    reference: Term,
-) -> NifResult<u64> {
+    reference: Term<'a>,
+) -> NifResult<Term<'a>> {
     let call = ExecCallOptions::from_value(&Value::from_term(call)?)?;
     let id = next_exec_id();
-    if let Some(monitor) = handle.monitor(Some(env), &pid) {
-        handle.monitors.lock().insert(id, monitor);
-    }
     let owner = handle.clone();
     let on_end = Box::new(move || {
         if let Some(monitor) = owner.monitors.lock().remove(&id) {
             owner.demonitor(None, &monitor);
         }
     });
+    // The caller dying cancels the exec, once it no longer runs on the
+    // caller's own call.
+    let before_park = || {
+        if let Some(monitor) = handle.monitor(Some(env), &pid) {
+            handle.monitors.lock().insert(id, monitor);
+        }
+    };
     let reply = ReplyTo::new(Caller::process(pid, reference));
-    exec(
-        Arc::clone(&handle.session),
-        id,
-        script,
-        call,
-        reply,
-        Some(on_end),
-    );
-    Ok(id)
+    let session = Arc::clone(&handle.session);
+    Ok(
+        match exec(session, id, script, call, reply, Some(on_end), before_park) {
+            Some(outcome) => Value::tuple([Value::atom("done"), id.into(), outcome.to_value()]),
+            None => Value::tuple([Value::atom("ok"), id.into()]),
+        }
+        .to_term(env),
+    )
 }
 
 /// A one-shot exec (`ExBashkit.exec/1`) as the node tracks it: whose caller
@@ -635,31 +722,41 @@ impl rustler::Resource for OneShotResource {
     }
 }
 
-/// `ExBashkit.exec/1`: answered by message like `session_exec`. `config`
-/// is what `new/1` with no options decodes to (Elixir declares the defaults).
-#[rustler::nif]
-fn exec_once(
-    env: Env,
-    config: Term,
+/// `ExBashkit.exec/1`, run like `session_exec`: returns `{:done, outcome}`
+/// when it completed inline, else `:ok` and the answer comes by message.
+/// `config` is what `new/1` with no options decodes to (Elixir declares the
+/// defaults).
+#[rustler::nif(schedule = "DirtyCpu")]
+fn exec_once<'a>(
+    env: Env<'a>,
+    config: Term<'a>,
     script: String,
     pid: LocalPid,
-    reference: Term,
-) -> NifResult<rustler::Atom> {
+    reference: Term<'a>,
+) -> NifResult<Term<'a>> {
     let config = SessionConfig::from_value(&Value::from_term(config)?)?;
     let ticket = ExecTicket::new();
     let tracker = ResourceArc::new(OneShotResource {
         ticket: Arc::clone(&ticket),
     });
-    let monitor = tracker.monitor(Some(env), &pid);
+    let watched = tracker.clone();
+    let monitor = Arc::new(Mutex::new(None));
+    let taken = Arc::clone(&monitor);
     // The job holds the tracker (and so the monitor) until it ends.
     let on_end = Box::new(move || {
-        if let Some(monitor) = monitor {
+        if let Some(monitor) = taken.lock().take() {
             tracker.demonitor(None, &monitor);
         }
     });
+    let before_park = || *monitor.lock() = watched.monitor(Some(env), &pid);
     let reply = ReplyTo::new(Caller::process(pid, reference));
-    exec_once_job(config, script, ticket, reply, Some(on_end));
-    Ok(rustler::types::atom::ok())
+    Ok(
+        match exec_once_job(config, script, ticket, reply, Some(on_end), before_park) {
+            Some(outcome) => Value::tuple([Value::atom("done"), outcome.to_value()]),
+            None => Value::atom("ok"),
+        }
+        .to_term(env),
+    )
 }
 
 #[rustler::nif(name = "live_sessions")]

@@ -64,11 +64,11 @@ defmodule ExBashkit.Backend do
     # path, `runner.rs`): its answer is put in the mailbox as if it had come
     # from an interpreter thread, so the waiting code is the same.
     case nif(fn -> Native.session_exec(resource, script, call, self(), ref) end) do
-      {:done, id, outcome} ->
+      {:ok, {:done, id, outcome}} ->
         send(self(), {:ex_bashkit_reply, ref, outcome})
         {:ok, ref, id}
 
-      {:ok, id} ->
+      {:ok, {:ok, id}} ->
         {:ok, ref, id}
 
       {:error, _} = error ->

@@ -25,7 +25,7 @@
 //! investigation groups).
 
 use std::fmt::Write as _;
-use std::future::{Future as _, IntoFuture as _};
+use std::future::IntoFuture as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -800,6 +800,25 @@ impl Bench {
             timed(|| poll_inline(rt, bash.execute(ECHO).capture(usize::MAX).into_future())).0
         });
         self.push_sample("sched.echo.inline_execute", xs);
+        // As the NIF does it: no `capture` (it allocates both output caps
+        // on every exec), output collected by sinks.
+        let xs = sample(b, || {
+            timed(|| {
+                let out = std::sync::Mutex::new(Vec::new());
+                let r = poll_inline(
+                    rt,
+                    bash.execute(ECHO)
+                        .stdout_fn(|bytes| {
+                            out.lock().unwrap().extend_from_slice(&bytes);
+                            std::future::ready(Ok(()))
+                        })
+                        .into_future(),
+                );
+                (r, out.into_inner().unwrap())
+            })
+            .0
+        });
+        self.push_sample("sched.echo.inline_execute_sinks", xs);
         let (out, _) = poll_inline(rt, bash.execute(ECHO).capture(usize::MAX).into_future());
         self.info(
             "sched.echo.execute_stdout",

@@ -248,65 +248,52 @@ fn bashkit_options(call: &mut ExecCallOptions) -> ExecOptions {
 
 /// Run `script` through bashkit's live execution (`Bash::execute`): it
 /// yields every 64 commands, which lets the runner (`runner.rs`) move a long
-/// script off the submitting thread and share runner threads fairly. Output
-/// is captured whole (within the session's output limits) and, with
-/// `stream`, also sent to the caller chunk by chunk as it is produced.
+/// script off the submitting thread and share runner threads fairly.
 ///
-/// Live execution reserves its capture buffers (both output caps) from the
-/// exec's live-memory budget (32 MB); a session whose caps would take more
-/// than half of it runs the buffered way instead (`exec_with_options`, no
-/// yields: such a script is not preempted, see `runner.rs`).
+/// Output is collected by our own sinks rather than bashkit's `capture`,
+/// which would allocate (and reserve from the exec's live-memory budget)
+/// both output caps up front on every exec; the caps still bound what is
+/// delivered and set the `*_truncated` flags. With `stream`, each chunk is
+/// also sent to the caller as it is produced.
 async fn run_script(
     bash: &mut Bash,
     script: &str,
-    mut options: ExecOptions,
+    options: ExecOptions,
     stream: Option<&SharedCaller>,
-    live: bool,
 ) -> bashkit::Result<ExecResult> {
-    if !live {
-        if let Some(caller) = stream {
-            let caller = Arc::clone(caller);
-            options = options.streaming(Box::new(move |stdout, stderr| {
-                if !stdout.is_empty() || !stderr.is_empty() {
-                    let chunk = OutputChunk(stdout.as_bytes(), stderr.as_bytes());
-                    caller.lock().send("ex_bashkit_output", &chunk);
-                }
-            }));
-        }
-        return bash.exec_with_options(script, options).await;
-    }
-    let execution = bash.execute(script).capture(usize::MAX).options(options);
-    match stream {
-        None => execution.await,
-        Some(caller) => {
-            let (out, err) = (Arc::clone(caller), Arc::clone(caller));
-            execution
-                .stdout_fn(move |bytes| send_chunk(Arc::clone(&out), bytes, false))
-                .stderr_fn(move |bytes| send_chunk(Arc::clone(&err), bytes, true))
-                .await
-        }
-    }
+    let out = Mutex::new(Vec::new());
+    let err = Mutex::new(Vec::new());
+    let result = bash
+        .execute(script)
+        .options(options)
+        .stdout_fn(|bytes| sink(&out, stream.cloned(), bytes, false))
+        .stderr_fn(|bytes| sink(&err, stream.cloned(), bytes, true))
+        .await;
+    result.map(|mut result| {
+        result.stdout = out.into_inner().into();
+        result.stderr = err.into_inner().into();
+        result
+    })
 }
 
-/// Whether a session with these output caps can run live (see
-/// [`run_script`]): bashkit's defaults are 1 MiB each.
-fn runs_live(limits: &options::Limits) -> bool {
-    const DEFAULT: u64 = 1024 * 1024;
-    let out = limits.max_stdout_bytes.unwrap_or(DEFAULT);
-    let err = limits.max_stderr_bytes.unwrap_or(DEFAULT);
-    out.saturating_add(err) <= 16 * 1024 * 1024
-}
-
-async fn send_chunk(caller: SharedCaller, bytes: Vec<u8>, stderr: bool) -> bashkit::Result<()> {
-    // Messages go out from a runner thread, never from a BEAM one.
-    crate::runner::leave_inline().await;
-    if !bytes.is_empty() {
-        let chunk = match stderr {
-            false => OutputChunk(&bytes, b""),
-            true => OutputChunk(b"", &bytes),
-        };
-        caller.lock().send("ex_bashkit_output", &chunk);
+async fn sink(
+    buffer: &Mutex<Vec<u8>>,
+    stream: Option<SharedCaller>,
+    bytes: Vec<u8>,
+    stderr: bool,
+) -> bashkit::Result<()> {
+    if let Some(caller) = stream {
+        // Messages go out from a runner thread, never from a BEAM one.
+        crate::runner::leave_inline().await;
+        if !bytes.is_empty() {
+            let chunk = match stderr {
+                false => OutputChunk(&bytes, b""),
+                true => OutputChunk(b"", &bytes),
+            };
+            caller.lock().send("ex_bashkit_output", &chunk);
+        }
     }
+    buffer.lock().extend_from_slice(&bytes);
     Ok(())
 }
 
@@ -336,10 +323,8 @@ pub fn exec(
     if let Some(ms) = call.timeout_ms {
         watchdog::schedule(Instant::now() + Duration::from_millis(ms), &ticket);
     }
-    // Streamed output is sent as it comes: from a runner thread. A script
-    // that cannot yield must not start on the submitting thread.
-    let live = runs_live(&session.config.limits);
-    let inline = !call.stream && live;
+    // Streamed output is sent as it comes: from a runner thread.
+    let inline = !call.stream;
     let work = Box::pin(async move {
         let outcome = guard::catch_future(async {
             let mut bash = session.bash.lock().await;
@@ -357,7 +342,7 @@ pub fn exec(
             let options = bashkit_options(&mut call);
             let metering = Metering::start(&bash);
             let stream = call.stream.then_some(&caller);
-            let result = run_script(&mut bash, &script, options, stream, live).await;
+            let result = run_script(&mut bash, &script, options, stream).await;
             let metrics = metering.stop(&bash);
             let changes = match before {
                 Some(before) => Some(changes::diff(

@@ -385,7 +385,7 @@ pub fn exec_once_job(
                     let bash = used.insert(bash);
                     ticket.start(bash.cancellation_token(), Arc::clone(&interrupt));
                     let metering = Metering::start(bash);
-                    let result = run_script(bash, &script, ExecOptions::new(), None, true).await;
+                    let result = run_script(bash, &script, ExecOptions::new(), None).await;
                     let metrics = metering.stop(bash);
                     ExecOutcome::new(result, None, metrics, &ticket, None)
                 }

@@ -253,21 +253,35 @@ fn bashkit_options(call: &mut ExecCallOptions) -> ExecOptions {
 /// Output is collected by our own sinks rather than bashkit's `capture`,
 /// which would allocate (and reserve from the exec's live-memory budget)
 /// both output caps up front on every exec; the caps still bound what is
-/// delivered and set the `*_truncated` flags. With `stream`, each chunk is
-/// also sent to the caller as it is produced.
+/// delivered and set the `*_truncated` flags.
+///
+/// A streamed exec (`stream`) runs the buffered way instead, whose output
+/// callback fires once per command (live execution's pipes merge the output
+/// of consecutive commands into one chunk): it does not yield, so it is
+/// never polled inline and holds its runner until it ends.
 async fn run_script(
     bash: &mut Bash,
     script: &str,
-    options: ExecOptions,
+    mut options: ExecOptions,
     stream: Option<&SharedCaller>,
 ) -> bashkit::Result<ExecResult> {
+    if let Some(caller) = stream {
+        let caller = Arc::clone(caller);
+        options = options.streaming(Box::new(move |stdout, stderr| {
+            if !stdout.is_empty() || !stderr.is_empty() {
+                let chunk = OutputChunk(stdout.as_bytes(), stderr.as_bytes());
+                caller.lock().send("ex_bashkit_output", &chunk);
+            }
+        }));
+        return bash.exec_with_options(script, options).await;
+    }
     let out = Mutex::new(Vec::new());
     let err = Mutex::new(Vec::new());
     let result = bash
         .execute(script)
         .options(options)
-        .stdout_fn(|bytes| sink(&out, stream.cloned(), bytes, false))
-        .stderr_fn(|bytes| sink(&err, stream.cloned(), bytes, true))
+        .stdout_fn(|bytes| sink(&out, bytes))
+        .stderr_fn(|bytes| sink(&err, bytes))
         .await;
     result.map(|mut result| {
         result.stdout = out.into_inner().into();
@@ -276,23 +290,7 @@ async fn run_script(
     })
 }
 
-async fn sink(
-    buffer: &Mutex<Vec<u8>>,
-    stream: Option<SharedCaller>,
-    bytes: Vec<u8>,
-    stderr: bool,
-) -> bashkit::Result<()> {
-    if let Some(caller) = stream {
-        // Messages go out from a runner thread, never from a BEAM one.
-        crate::runner::leave_inline().await;
-        if !bytes.is_empty() {
-            let chunk = match stderr {
-                false => OutputChunk(&bytes, b""),
-                true => OutputChunk(b"", &bytes),
-            };
-            caller.lock().send("ex_bashkit_output", &chunk);
-        }
-    }
+async fn sink(buffer: &Mutex<Vec<u8>>, bytes: Vec<u8>) -> bashkit::Result<()> {
     buffer.lock().extend_from_slice(&bytes);
     Ok(())
 }
@@ -323,8 +321,11 @@ pub fn exec(
     if let Some(ms) = call.timeout_ms {
         watchdog::schedule(Instant::now() + Duration::from_millis(ms), &ticket);
     }
-    // Streamed output is sent as it comes: from a runner thread.
-    let inline = !call.stream;
+    // Streamed output is sent as it comes: from a runner thread. In a
+    // worker the submitting thread reads every frame (cancel included): a
+    // command that never returns must not hold it, so scripts go straight
+    // to the runners there.
+    let inline = !call.stream && !runtime::in_worker();
     let work = Box::pin(async move {
         let outcome = guard::catch_future(async {
             let mut bash = session.bash.lock().await;
@@ -400,10 +401,17 @@ pub fn exec_once_job(
         // down takes a few µs that the caller need not wait for.
         (outcome.unwrap_or_else(ExecOutcome::panicked), used)
     });
-    let done = crate::runner::drive(work, true, reply, before_park, |(outcome, used), reply| {
-        reply.finish(&outcome);
-        drop(used);
-    });
+    let inline = !runtime::in_worker();
+    let done = crate::runner::drive(
+        work,
+        inline,
+        reply,
+        before_park,
+        |(outcome, used), reply| {
+            reply.finish(&outcome);
+            drop(used);
+        },
+    );
     done.map(|(outcome, used)| {
         // Dropped off the caller's path.
         if used.is_some() {

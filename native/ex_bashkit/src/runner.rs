@@ -9,7 +9,9 @@
 //! itself, on a big stack of its own switched in with `corosensei` (the
 //! interpreter recurses deeply: a scheduler's small stack would overflow).
 //! If the future completes within [`SLICE`], the answer goes straight back
-//! (the NIF's return value, or a frame): no thread hand-off, no message.
+//! (the NIF's return value): no thread hand-off, no message. A worker
+//! process does not poll inline: its submitting thread reads every frame,
+//! and one command that never returns would keep `cancel` from being read.
 //!
 //! # Parking
 //! The future leaves the calling thread, still pending, when

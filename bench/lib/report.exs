@@ -211,8 +211,8 @@ defmodule Bench.Report do
     [
       {"`Session.exec(\"echo hi\")` median", "≤ raw exec + 3 µs", plus.(s_exec, raw_exec),
        check(s_exec, raw_exec, &(&1 - &2 <= 3_000))},
-      {"`ExBashkit.exec(\"echo hi\")` median", "≤ raw new+exec + 5 µs",
-       plus.(once, raw_new_exec), check(once, raw_new_exec, &(&1 - &2 <= 5_000))},
+      {"`ExBashkit.exec(\"echo hi\")` median", "≤ raw new+exec + 5 µs", plus.(once, raw_new_exec),
+       check(once, raw_new_exec, &(&1 - &2 <= 5_000))},
       {"`Session.new/1` median", "≤ raw new + 3 µs", plus.(new, raw_new),
        check(new, raw_new, &(&1 - &2 <= 3_000))},
       {"builtin round trip", "≤ plain exec + 15 µs", plus.(builtin, s_exec),
@@ -231,8 +231,8 @@ defmodule Bench.Report do
        check(cpu_loop, raw_cpu_loop, &(&1 <= 1.5 * &2))},
       {"64 heavy scripts: `Process.sleep(1)` overshoot", "p99 ≤ 5 ms", p99.(sleep),
        sleep && sleep.p99 <= 5_000_000},
-      {"64 heavy scripts: unrelated `Session.exec(\"echo hi\")`", "p99 ≤ 10 ms",
-       p99.(unrelated), unrelated && unrelated.p99 <= 10_000_000},
+      {"64 heavy scripts: unrelated `Session.exec(\"echo hi\")`", "p99 ≤ 10 ms", p99.(unrelated),
+       unrelated && unrelated.p99 <= 10_000_000},
       {"64 heavy scripts: UDP ping", "p99 ≤ 2 ms", p99.(ping), ping && ping.p99 <= 2_000_000},
       {"100 nested builtin → exec at once", "100/100 in < 1 s",
        if(nested_ok, do: "#{nested_ok} in #{nested_ms} ms", else: "–"),
@@ -468,7 +468,10 @@ defmodule Bench.Report do
       row.("in-VM ping, 64 sessions busy", "ours/ping.loaded"),
       row.("sleep overshoot, idle", "ours/sleep_overshoot.idle"),
       row.("sleep overshoot, 64 sessions busy", "ours/sleep_overshoot.loaded"),
-      row.("unrelated `Session.exec(\"echo hi\")`, 64 sessions busy", "ours/unrelated_echo.loaded")
+      row.(
+        "unrelated `Session.exec(\"echo hi\")`, 64 sessions busy",
+        "ours/unrelated_echo.loaded"
+      )
     ]
   end
 

@@ -443,9 +443,6 @@ fn emit(record: &Record, json: bool) -> String {
 // ---------------------------------------------------------------------------
 // Cases.
 
-/// A named way to build an interpreter (the `construct` group).
-type MakeBash = Box<dyn Fn() -> Bash>;
-
 struct Bench {
     rt: Arc<Runtime>,
     quick: bool,

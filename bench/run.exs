@@ -22,6 +22,11 @@ defmodule Bench.Run do
   @rounds 3
 
   def main(argv) do
+    # The figures are the in-node path's (the NIF); `scripts/bench-isolation`
+    # measures the worker path beside it. Sessions made without an explicit
+    # `:isolation` follow this.
+    Application.put_env(:ex_bashkit, :isolation, :in_node)
+
     {opts, _, _} =
       OptionParser.parse(argv,
         strict: [quick: :boolean, only: :string, out: :string, charts: :string]

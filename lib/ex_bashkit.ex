@@ -25,9 +25,14 @@ defmodule ExBashkit do
   Run `script` in a fresh interpreter with default settings.
 
   Returns `{:ok, %ExBashkit.Result{}}` when the script ran (whatever its exit
-  code) or `{:error, message}` when it could not be parsed, exceeded a default
-  limit, or the interpreter failed. Nothing survives the call: use
-  `ExBashkit.Session` for state that persists.
+  code) or `{:error, %ExBashkit.Error{}}` when it could not be parsed, exceeded
+  a limit, timed out, or the interpreter failed (see `ExBashkit.Error`).
+  Nothing survives the call: use `ExBashkit.Session` for state that persists.
+
+  Options: those of `ExBashkit.Session.exec/3` (`:stdin`, `:timeout_ms`,
+  `:stream_to`, `:track_changes`), plus `:limits`, the `:limits` of
+  `ExBashkit.Session.new/1` for this one interpreter. As a map or a keyword
+  list.
 
   ## Examples
 
@@ -35,11 +40,21 @@ defmodule ExBashkit do
 
       iex> {:ok, %ExBashkit.Result{exit_code: 7}} = ExBashkit.exec("exit 7")
 
-      iex> {:error, "parse error" <> _} = ExBashkit.exec("if then fi")
+      iex> {:error, %ExBashkit.Error{reason: :parse}} = ExBashkit.exec("if then fi")
+
+      iex> {:ok, result} = ExBashkit.exec("tr a-z A-Z", stdin: "hi\\n")
+      iex> result.stdout
+      "HI\\n"
+
+      iex> {:error, error} = ExBashkit.exec("while true; do :; done", limits: [max_loop_iterations: 10])
+      iex> {error.reason, error.limit}
+      {:limit, :max_loop_iterations}
   """
-  @spec exec(String.t()) :: {:ok, Result.t()} | {:error, String.t()}
-  def exec(script) do
-    script = Session.Exec.script!(script, "ExBashkit.exec/1")
+  @spec exec(String.t(), keyword() | map()) :: {:ok, Result.t()} | {:error, ExBashkit.Error.t()}
+  def exec(script, opts \\ [])
+
+  def exec(script, opts) when opts == [] or opts == %{} do
+    script = Session.Exec.script!(script, "ExBashkit.exec/2")
     isolation = Session.Options.default_isolation()
     # A default session's configuration: the defaults live in Elixir only.
     config = Session.Options.parse!([]).native
@@ -47,6 +62,23 @@ defmodule ExBashkit do
     with :ok <- Session.Exec.check_script(script),
          {:ok, ref} <- Backend.exec_once(config, script, isolation, %{}) do
       Callbacks.await(ref, Callbacks.no_callbacks())
+    else
+      {:error, _} = error -> ExBashkit.Error.wrap(error)
     end
   end
+
+  # With options, a throwaway session: its `:limits`, the call's options.
+  def exec(script, opts) when is_list(opts) or is_map(opts) do
+    script = Session.Exec.script!(script, "ExBashkit.exec/2")
+    {limits, call} = opts |> Enum.to_list() |> Keyword.pop(:limits, [])
+
+    Session.new(limits: limits) |> Session.exec(script, call)
+  end
+
+  def exec(_script, opts),
+    do:
+      raise(
+        ArgumentError,
+        "ExBashkit.exec/2 options must be a keyword list or a map, got: #{inspect(opts)}"
+      )
 end

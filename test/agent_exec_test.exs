@@ -53,7 +53,8 @@ defmodule ExBashkit.AgentExecTest do
       assert Session.stream(s, "echo one; echo two >&2; exit 3") |> Enum.to_list() ==
                [{:stdout, "one\n"}, {:stderr, "two\n"}, {:exit, 3}]
 
-      assert [{:error, "parse error" <> _}] = Session.stream(s, "if then") |> Enum.to_list()
+      assert [{:error, %{message: "parse error" <> _}}] =
+               Session.stream(s, "if then") |> Enum.to_list()
     end
 
     test "halting a stream early cancels the script and leaves the session usable" do
@@ -95,7 +96,7 @@ defmodule ExBashkit.AgentExecTest do
       # while it runs), so "state is kept" has something to keep.
       wait_until_started(s)
       assert spawn_cancel(s) == :ok
-      assert {:error, "execution cancelled by cancel/1"} = Task.await(task)
+      assert {:error, %{message: "execution cancelled by cancel/1"}} = Task.await(task)
       assert run!(s, "echo $kept").stdout == "yes\n"
     end
 
@@ -112,7 +113,7 @@ defmodule ExBashkit.AgentExecTest do
       task = Task.async(fn -> Session.exec(s, "while true; do :; done") end)
       wait_until_running(s)
       assert Session.cancel(s) == :ok
-      assert {:error, "execution cancelled" <> _} = Task.await(task)
+      assert {:error, %{message: "execution cancelled" <> _}} = Task.await(task)
     end
 
     test "interrupts a sleeping script" do
@@ -120,7 +121,7 @@ defmodule ExBashkit.AgentExecTest do
       task = Task.async(fn -> Session.exec(s, "sleep 30; echo never") end)
       wait_until_running(s)
       assert Session.cancel(s) == :ok
-      assert {:error, "execution cancelled by cancel/1"} = Task.await(task, 5_000)
+      assert {:error, %{message: "execution cancelled by cancel/1"}} = Task.await(task, 5_000)
       assert run!(s, "sleep 0.01; echo slept").stdout == "slept\n"
     end
 
@@ -140,7 +141,7 @@ defmodule ExBashkit.AgentExecTest do
       s = Session.new(limits: [timeout_ms: 60_000])
       started = System.monotonic_time(:millisecond)
 
-      assert {:error, "execution timed out after 100 ms (exec option :timeout_ms)"} =
+      assert {:error, %{message: "execution timed out after 100 ms (exec option :timeout_ms)"}} =
                Session.exec(s, "sleep 10", timeout_ms: 100)
 
       # The sleep was interrupted, not waited out (bounded, not a benchmark).
@@ -157,7 +158,7 @@ defmodule ExBashkit.AgentExecTest do
 
       started = System.monotonic_time(:millisecond)
 
-      assert {:error, "execution timed out" <> _} =
+      assert {:error, %{message: "execution timed out" <> _}} =
                Session.exec(s, "stuck; echo never", timeout_ms: 100)
 
       assert System.monotonic_time(:millisecond) - started < 5_000
@@ -166,7 +167,7 @@ defmodule ExBashkit.AgentExecTest do
 
     test "the session's own limit still applies when tighter" do
       s = Session.new(limits: [timeout_ms: 100])
-      assert {:error, message} = Session.exec(s, "sleep 10", timeout_ms: 60_000)
+      assert {:error, %{message: message}} = Session.exec(s, "sleep 10", timeout_ms: 60_000)
       assert message =~ "timeout"
     end
 
@@ -240,7 +241,7 @@ defmodule ExBashkit.AgentExecTest do
       s = Session.new(limits: [max_exec_calls: 2])
       run!(s, "true")
       run!(s, "true")
-      assert {:error, message} = Session.exec(s, "true")
+      assert {:error, %{message: message}} = Session.exec(s, "true")
       assert message =~ "exec() call limit exceeded"
     end
 
@@ -250,7 +251,10 @@ defmodule ExBashkit.AgentExecTest do
 
       assert Enum.any?(
                results,
-               &match?({:error, "execution error: session command limit exceeded" <> _}, &1)
+               &match?(
+                 {:error, %{message: "execution error: session command limit exceeded" <> _}},
+                 &1
+               )
              )
     end
   end
@@ -299,7 +303,7 @@ defmodule ExBashkit.AgentExecTest do
       assert Session.read_file(s, "/seed.txt") == {:ok, "seed\n"}
       assert {:error, _} = Session.stat(s, "/junk")
       assert run!(s, "cap").stdout == "builtin kept\n"
-      assert {:error, message} = Session.exec(s, "for i in $(seq 1 100); do :; done")
+      assert {:error, %{message: message}} = Session.exec(s, "for i in $(seq 1 100); do :; done")
       assert message =~ "max_commands"
     end
   end

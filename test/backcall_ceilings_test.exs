@@ -56,14 +56,14 @@ defmodule ExBashkit.BackcallCeilingsTest do
         )
 
       # The script's default timeout is lowered to the ceiling.
-      assert {:error, message} = Session.exec(s, "sleep 30")
-      assert message =~ "timeout (1s)"
+      assert {:error, %{message: message}} = Session.exec(s, "sleep 30")
+      assert message =~ "timed out after 1000 ms"
 
       # So is the back-call timeout (the script's own deadline may win the
       # race: either way the builtin does not run past the ceiling).
       case Session.exec(s, "hang") do
         {:ok, %Result{exit_code: 124, stderr: stderr}} -> assert stderr =~ "1000 ms"
-        {:error, message} -> assert message =~ "timeout (1s)"
+        {:error, error} -> assert {error.reason, error.limit} == {:timeout, :timeout_ms}
       end
 
       assert_received {:handler, handler}

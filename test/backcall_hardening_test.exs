@@ -165,7 +165,7 @@ defmodule ExBashkit.BackcallHardeningTest do
 
     test "when the exec times out" do
       s = Session.new(builtins: %{"block" => blocking_builtin(self())})
-      assert {:error, message} = Session.exec(s, "block", timeout_ms: 200)
+      assert {:error, %{message: message}} = Session.exec(s, "block", timeout_ms: 200)
       assert message =~ "timed out"
       assert_received {:handler, handler}
       refute Process.alive?(handler)
@@ -178,7 +178,7 @@ defmodule ExBashkit.BackcallHardeningTest do
       task = Task.async(fn -> Session.exec(s, "block; echo after") end)
       assert_receive {:handler, handler}, 5_000
       assert Session.cancel(s) == :ok
-      assert {:error, message} = Task.await(task, 5_000)
+      assert {:error, %{message: message}} = Task.await(task, 5_000)
       assert message =~ "cancel"
       refute Process.alive?(handler)
       refute_receive :side_effect, 2_000

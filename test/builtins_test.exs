@@ -147,7 +147,7 @@ defmodule ExBashkit.BuiltinsTest do
       Agent.update(holder, fn _ -> s end)
       assert run!(s, "again").stdout == "done\n"
       # Promptly: well before the 60 s back-call timeout.
-      assert_received {:reentry, {:error, "re-entrant exec" <> _}}
+      assert_received {:reentry, {:error, %{message: "re-entrant exec" <> _}}}
     end
 
     test "a builtin may drive a different session" do

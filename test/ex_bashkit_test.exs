@@ -22,16 +22,16 @@ defmodule ExBashkitTest do
   end
 
   test "a parse error is {:error, message}" do
-    assert {:error, "parse error" <> _} = ExBashkit.exec("echo $(")
+    assert {:error, %{message: "parse error" <> _}} = ExBashkit.exec("echo $(")
   end
 
   test "a limit exceeded is {:error, message} naming the limit" do
-    assert {:error, message} = ExBashkit.exec("f() { f; }; f")
+    assert {:error, %{message: message}} = ExBashkit.exec("f() { f; }; f")
     assert message =~ "maximum function depth exceeded"
   end
 
   test "a script that is not valid UTF-8 is an error, not a crash" do
-    assert {:error, "script is not valid UTF-8"} = ExBashkit.exec(<<"echo ", 0xFF>>)
+    assert {:error, %{message: "script is not valid UTF-8"}} = ExBashkit.exec(<<"echo ", 0xFF>>)
   end
 
   test "a non-binary script is a programmer error" do

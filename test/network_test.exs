@@ -10,10 +10,13 @@ defmodule ExBashkit.NetworkTest do
   alias ExBashkit.Session
   alias ExBashkit.Test.HttpServer
 
-  defp assert_refused(result, pattern) do
+  # The 404 principle: a refused host reads as one that does not resolve,
+  # never as refused.
+  defp assert_refused(result, pattern \\ ~r/Could not resolve host: /) do
     assert result.exit_code != 0, "expected a failure, got: #{inspect(result)}"
     assert result.stdout == ""
     assert result.stderr =~ pattern
+    refute result.stderr =~ ~r/denied|allowlist|not allowed|SSRF|blocked|private|policy/i
   end
 
   defp refute_request(%{pid: pid}), do: refute_received({:http_request, ^pid, _, _})
@@ -32,7 +35,7 @@ defmodule ExBashkit.NetworkTest do
             "http GET #{server.url}/x"
           ] do
         result = run!(session, script)
-        assert_refused(result, ~r/access denied: no URLs are allowed/)
+        assert_refused(result, ~r/Could not resolve host: 127.0.0.1/)
       end
 
       refute_request(server)
@@ -47,7 +50,7 @@ defmodule ExBashkit.NetworkTest do
 
     test "an empty list is no network either", %{server: server} do
       result = run!(Session.new(allow_net: []), "curl -s #{server.url}/x")
-      assert_refused(result, ~r/access denied/)
+      assert_refused(result)
       refute_request(server)
     end
   end
@@ -56,7 +59,7 @@ defmodule ExBashkit.NetworkTest do
     test "is still refused while private IPs are blocked (the default)", %{server: server} do
       session = Session.new(allow_net: [server.url])
       result = run!(session, "curl -s #{server.url}/x")
-      assert_refused(result, ~r/private\/reserved IP 127.0.0.1 blocked \(SSRF protection\)/)
+      assert_refused(result, ~r/Could not resolve host: 127.0.0.1/)
       refute_request(server)
     end
 
@@ -84,9 +87,12 @@ defmodule ExBashkit.NetworkTest do
 
       assert_received {:http_request, _, "GET", "/api/v1/users"}
 
+      # A path outside the prefix of an allowed host is absent: a 404 that
+      # never reaches the server.
       for path <- ["/apix", "/other", "/", "/api/../admin"] do
-        result = run!(session, "curl -s '#{server.url}#{path}'")
-        assert_refused(result, ~r/URL not in allowlist/)
+        result = run!(session, "curl -s -w ' %{http_code}' '#{server.url}#{path}'")
+        assert %{exit_code: 0, stdout: "Not Found\n 404"} = result
+        assert %{exit_code: 22} = run!(session, "curl -s -f '#{server.url}#{path}'")
       end
 
       refute_request(server)
@@ -102,7 +108,7 @@ defmodule ExBashkit.NetworkTest do
           ] do
         session = Session.new(allow_net: [pattern], block_private_ips: false)
         result = run!(session, "curl -s #{server.url}/x")
-        assert_refused(result, ~r/URL not in allowlist/)
+        assert_refused(result)
       end
 
       refute_request(server)
@@ -111,7 +117,7 @@ defmodule ExBashkit.NetworkTest do
 
     test "allow_net: :all lifts the allowlist but not the private-IP block", %{server: server} do
       result = run!(Session.new(allow_net: :all), "curl -s #{server.url}/x")
-      assert_refused(result, ~r/SSRF protection/)
+      assert_refused(result)
       refute_request(server)
 
       open = Session.new(allow_net: :all, block_private_ips: false)
@@ -120,6 +126,46 @@ defmodule ExBashkit.NetworkTest do
                run!(open, "curl -s #{server.url}/anything")
 
       assert_received {:http_request, _, "GET", "/anything"}
+    end
+  end
+
+  describe "the 404 principle" do
+    test "a refused host fails exactly like a host that does not resolve", %{server: server} do
+      # `nx.invalid` is allowed but cannot resolve (RFC 2606); `denied.invalid`
+      # is not allowed. A script cannot tell the two apart.
+      session = Session.new(allow_net: ["http://nx.invalid"])
+
+      for tool <- ["curl -s", "curl", "wget -q -O -", "http GET"] do
+        missing = run!(session, "#{tool} http://nx.invalid/x")
+        denied = run!(session, "#{tool} http://denied.invalid/x")
+        assert missing.exit_code != 0
+        assert missing.stderr =~ "Could not resolve host: nx.invalid"
+
+        assert {denied.stdout, denied.exit_code,
+                String.replace(denied.stderr, "denied.invalid", "nx.invalid")} ==
+                 {missing.stdout, missing.exit_code, missing.stderr}
+      end
+
+      refute_request(server)
+    end
+
+    test "with no :allow_net every host is absent, loopback included", %{server: server} do
+      session = Session.new()
+
+      for url <- [server.url <> "/x", "http://example.com/", "https://10.0.0.1/"] do
+        result = run!(session, "curl -s #{url}; echo \" $?\"")
+        refute result.stderr =~ ~r/denied|allowlist|SSRF|blocked/i
+        assert result.stderr =~ "Could not resolve host"
+      end
+
+      refute_request(server)
+    end
+
+    test "an ambiguous encoded path on an allowed host is a 404", %{server: server} do
+      session = Session.new(allow_net: [server.url <> "/allowed"], block_private_ips: false)
+      result = run!(session, "curl -s -w ' %{http_code}' '#{server.url}/allowed/..%2fsecret.txt'")
+      assert result.stdout == "Not Found\n 404"
+      refute_request(server)
     end
   end
 
@@ -150,7 +196,7 @@ defmodule ExBashkit.NetworkTest do
       to = URI.encode_www_form(target.url <> "/secret")
 
       result = run!(session, "curl -s -L #{bouncer.url}/go/#{to}")
-      assert_refused(result, ~r/URL not in allowlist/)
+      assert_refused(result)
       refute_request(target)
     end
 
@@ -175,7 +221,7 @@ defmodule ExBashkit.NetworkTest do
 
       for host <- ["2130706433", "0x7f000001", "0177.0.0.1", "127.1", "localhost", "0.0.0.0"] do
         result = run!(session, "curl -s http://#{host}:#{port}/x")
-        assert_refused(result, ~r/SSRF protection/)
+        assert_refused(result)
       end
 
       refute_request(server)
@@ -192,7 +238,7 @@ defmodule ExBashkit.NetworkTest do
             "http://[0:0:0:0:0:0:0:1]:#{v6.port}"
           ] do
         result = run!(session, "curl -s '#{url}/x'")
-        assert_refused(result, ~r/SSRF protection/)
+        assert_refused(result)
       end
 
       refute_request(v6)

@@ -227,8 +227,8 @@ defmodule ExBashkit.PythonTest do
           assert code != 0
           assert stderr =~ ~r/TimeoutError|time limit/
 
-        {:error, message} ->
-          assert message =~ "timeout"
+        {:error, %{reason: reason}} ->
+          assert reason == :timeout
       end
 
       assert elapsed < 5_000
@@ -259,7 +259,7 @@ defmodule ExBashkit.PythonTest do
       s = Session.new(python: true)
       assert run!(s, "for i in $(seq 1 50); do python3 -c 'pass'; done; echo ok").stdout == "ok\n"
 
-      assert {:error, message} =
+      assert {:error, %{message: message}} =
                Session.exec(s, "for i in $(seq 1 150); do python3 -c 'pass'; done")
 
       assert message =~ "work units"

@@ -147,7 +147,9 @@ defmodule ExBashkit.ServerTest do
           limits: [max_loop_iterations: 1_000_000_000, max_commands: 1_000_000_000]
         )
 
-      assert {:error, message} = Server.exec(pid, "while true; do :; done", timeout_ms: 200)
+      assert {:error, %{message: message}} =
+               Server.exec(pid, "while true; do :; done", timeout_ms: 200)
+
       assert message =~ "timed out"
       assert {:ok, %Result{stdout: "ok\n"}} = Server.exec(pid, "echo ok")
     end
@@ -199,7 +201,7 @@ defmodule ExBashkit.ServerTest do
 
       task = Task.async(fn -> Server.exec(pid, "while true; do :; done") end)
       assert eventually(fn -> Server.cancel(pid) == :ok end)
-      assert {:error, message} = Task.await(task, 10_000)
+      assert {:error, %{message: message}} = Task.await(task, 10_000)
       assert message =~ "cancel"
       assert Server.cancel(pid) == :idle
     end

@@ -92,7 +92,8 @@ defmodule ExBashkit.SessionOptionsTest do
       ]
 
       for {key, value, script, words} <- cases do
-        assert {:error, message} = Session.exec(Session.new(limits: [{key, value}]), script),
+        assert {:error, %{message: message}} =
+                 Session.exec(Session.new(limits: [{key, value}]), script),
                inspect(key)
 
         assert message =~ words, "#{key}: #{message}"
@@ -100,7 +101,9 @@ defmodule ExBashkit.SessionOptionsTest do
     end
 
     test "timeout_ms bounds wall-clock time" do
-      assert {:error, message} = Session.exec(Session.new(limits: %{timeout_ms: 50}), "sleep 5")
+      assert {:error, %{message: message}} =
+               Session.exec(Session.new(limits: %{timeout_ms: 50}), "sleep 5")
+
       assert message =~ "timeout"
     end
 

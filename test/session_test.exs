@@ -48,13 +48,16 @@ defmodule ExBashkit.SessionTest do
     test "parse error" do
       s = Session.new()
       run!(s, "x=kept")
-      assert {:error, "parse error" <> _} = Session.exec(s, "if then")
+      assert {:error, %{message: "parse error" <> _}} = Session.exec(s, "if then")
       assert run!(s, "echo $x").stdout == "kept\n"
     end
 
     test "limit exceeded names the limit" do
       s = Session.new(limits: [max_commands: 5])
-      assert {:error, message} = Session.exec(s, "for i in 1 2 3 4 5 6 7 8; do :; done")
+
+      assert {:error, %{message: message}} =
+               Session.exec(s, "for i in 1 2 3 4 5 6 7 8; do :; done")
+
       assert message =~ "maximum command count exceeded"
       assert message =~ "max_commands"
       assert run!(s, "echo ok").stdout == "ok\n"
@@ -62,7 +65,10 @@ defmodule ExBashkit.SessionTest do
 
     test "scripts that are not valid UTF-8 are rejected" do
       s = Session.new()
-      assert {:error, "script is not valid UTF-8"} = Session.exec(s, <<"echo ", 0xC3>>)
+
+      assert {:error, %{message: "script is not valid UTF-8"}} =
+               Session.exec(s, <<"echo ", 0xC3>>)
+
       assert run!(s, "echo fine").stdout == "fine\n"
     end
 
@@ -85,7 +91,7 @@ defmodule ExBashkit.SessionTest do
   describe "deep recursion runs on the library's own stacks" do
     test "infinite function recursion ends in a depth error" do
       s = Session.new()
-      assert {:error, message} = Session.exec(s, "f() { f; }; f")
+      assert {:error, %{message: message}} = Session.exec(s, "f() { f; }; f")
       assert message =~ "maximum function depth exceeded"
       assert run!(s, "echo alive").stdout == "alive\n"
     end
@@ -101,11 +107,14 @@ defmodule ExBashkit.SessionTest do
       s = Session.new()
       nested = Enum.reduce(1..200, "echo x", fn _, acc -> "$(#{acc})" end)
 
-      assert {:error, "parse error: AST nesting too deep" <> _} =
+      assert {:error, %{message: "parse error: AST nesting too deep" <> _}} =
                Session.exec(s, "echo " <> nested)
 
       subshells = String.duplicate("( ", 200) <> "echo x" <> String.duplicate(" )", 200)
-      assert {:error, "parse error: AST nesting too deep" <> _} = Session.exec(s, subshells)
+
+      assert {:error, %{message: "parse error: AST nesting too deep" <> _}} =
+               Session.exec(s, subshells)
+
       assert run!(s, "echo alive").stdout == "alive\n"
     end
   end
@@ -123,7 +132,7 @@ defmodule ExBashkit.SessionTest do
         )
 
       started = System.monotonic_time(:millisecond)
-      assert {:error, message} = Session.exec(s, "while true; do :; done")
+      assert {:error, %{message: message}} = Session.exec(s, "while true; do :; done")
       elapsed = System.monotonic_time(:millisecond) - started
       assert message =~ "timeout"
       # Bounded, not a benchmark: far below "ran until something else broke".
@@ -133,7 +142,7 @@ defmodule ExBashkit.SessionTest do
 
     test "string doubling ends with an error instead of eating the machine" do
       s = Session.new(limits: [timeout_ms: 2_000])
-      assert {:error, message} = Session.exec(s, "x=a; while true; do x=$x$x; done")
+      assert {:error, %{message: message}} = Session.exec(s, "x=a; while true; do x=$x$x; done")
       assert message =~ ~r/memory|timeout/
       assert run!(s, "echo alive").stdout == "alive\n"
     end

@@ -115,7 +115,7 @@ defmodule ExBashkit.ShellTest do
       assert out =~ "[]\n"
       assert {:ok, %{stdout: "/\n"}} = ExBashkit.Server.exec(pid, "pwd")
 
-      path = tmp_file("server.snap")
+      path = tmp_path("server.snap")
 
       {_, _, {:ok, 0}} =
         piped(name, "export KEPT=1\n%snapshot #{path}\nexport KEPT=2\n%restore #{path}\n")

@@ -27,22 +27,46 @@ defmodule ExBashkit.Backend do
   @spec new(map(), :in_node | :process, boolean()) ::
           {:ok, reference(), location()} | {:error, String.t()}
   def new(config, :in_node, inline?) do
+    {config, image} = base_image(config)
     result = if inline?, do: Native.session_new_inline(config), else: Native.session_new(config)
+    # The image must outlive the build, which finds it by id: this use
+    # keeps it referenced until the NIF has returned.
+    keep_alive(image)
 
     with {:ok, resource} <- result, do: {:ok, resource, :in_node}
   end
 
   def new(config, :process, _inline?) do
+    {config, image} = base_image(config)
+
     with {:ok, name} <- WorkerPool.pick(),
          {:ok, worker} <- whereis(name) do
       sid = System.unique_integer([:positive])
 
-      case Worker.call(worker, {:new, sid, config}) do
-        :ok -> {:ok, Native.remote_session(worker, sid), {:process, name, sid}}
-        {:error, _} = error -> error
+      case Worker.call(worker, {:new, sid, config}, image_meta(image)) do
+        :ok ->
+          {:ok, Native.remote_session(worker, sid), {:process, name, sid}}
+
+        {:error, _} = error ->
+          # The worker keeps nothing of a session that failed to build.
+          send(worker, {:ex_bashkit_drop, sid})
+          error
       end
     end
   end
+
+  # `:base` travels as the image's id; the image itself goes where the
+  # session is built (`ExBashkit.Image`).
+  defp base_image(%{base: %ExBashkit.Image{id: id} = image} = config),
+    do: {%{config | base: id}, image}
+
+  defp base_image(config), do: {config, nil}
+
+  defp image_meta(nil), do: %{}
+  defp image_meta(image), do: %{image: image}
+
+  defp keep_alive(nil), do: :ok
+  defp keep_alive(%ExBashkit.Image{ref: ref}), do: :erlang.phash2(ref) && :ok
 
   # A session names its worker by its registered name, so that it reaches
   # the restarted owner process if the old one ever died.

@@ -7,7 +7,7 @@ defmodule ExBashkit.Callbacks do
   # threads and returns. The calling process then waits in `await/2` for
   # messages tagged with the reference it created for this request:
   #
-  #   {:ex_bashkit_reply, ref, {:ok, result_tuple} | {:error, message}}
+  #   {:ex_bashkit_reply, ref, {:ok, %Result{}} | {:error, %Error{} | message}}
   #       The final answer; exactly one per request (Rust guarantees it).
   #
   #   {:ex_bashkit_output, ref, {stdout_chunk, stderr_chunk}}
@@ -15,7 +15,7 @@ defmodule ExBashkit.Callbacks do
   #
   #   {:ex_bashkit_callback, ref, {call_id, request}}
   #       The script needs Elixir: `request` is
-  #         {:builtin, name, args, stdin, env}        a custom builtin, or
+  #         {:builtin, name, args, stdin, env, cwd}   a custom builtin, or
   #         {:vfs, mount, op, path, extra}             a virtual_fs operation.
   #       The waiting process hands it to a fresh *runner* process and goes
   #       back to waiting; it never runs user code itself.
@@ -30,8 +30,9 @@ defmodule ExBashkit.Callbacks do
   # Failure model, the same for builtins and backends:
   #   * raise / throw / exit inside the function: caught by the worker and
   #     answered as a failure of that one command (exit 1, message on stderr);
-  #   * the handler dies any other way (killed, linked crash): the runner
-  #     sees the DOWN and answers the failure;
+  #   * the handler dies any other way (killed, linked crash, an exit of
+  #     itself with reason `:normal`): the runner sees the DOWN and answers
+  #     the failure at once;
   #   * no answer within `builtin_timeout_ms`: the runner kills the handler,
   #     waits for its death, and answers a timeout (exit 124, `etimedout`).
   #     This is the only back-call timer (Rust waits for the answer, a cancel
@@ -48,7 +49,7 @@ defmodule ExBashkit.Callbacks do
   # the lock its own caller holds, so `ExBashkit.Session.exec/3` refuses it at
   # once with `{:error, _}`.
 
-  alias ExBashkit.{Backend, Result}
+  alias ExBashkit.{Backend, Error, Result}
   alias ExBashkit.Callbacks.Answer
   alias ExBashkit.Session.Defaults
   alias ExBashkit.VirtualFs.Dispatch
@@ -59,6 +60,11 @@ defmodule ExBashkit.Callbacks do
   @runners_key :"$ex_bashkit_runners"
   # How long a runner may take to stop its handler (a kill, then its DOWN).
   @stop_wait_ms 5_000
+  # Why a handler that called the process blocked in exec failed at once.
+  @reentrant_message "called the process that is waiting for this script " <>
+                       "(a GenServer.call to the exec's caller cannot be answered until " <>
+                       "the script ends: a deadlock); run the script with " <>
+                       "ExBashkit.Session.exec_async/3 so that process stays free"
   # The most of a raised exception's message a failed command reports.
   @max_error_bytes 4_096
 
@@ -86,6 +92,21 @@ defmodule ExBashkit.Callbacks do
   end
 
   @doc false
+  # The sessions whose execs wait on this process (see "Re-entrancy"), for a
+  # process that waits on an exec in this one's stead (`stream/3`'s pump).
+  @spec waiting_chain() :: [reference()]
+  def waiting_chain, do: Process.get(@chain_key, [])
+
+  @doc false
+  @spec put_waiting_chain([reference()]) :: :ok
+  def put_waiting_chain([]), do: :ok
+
+  def put_waiting_chain(chain) do
+    Process.put(@chain_key, chain)
+    :ok
+  end
+
+  @doc false
   # Whether this process is serving a back-call of a script on `resource`.
   @spec reentrant?(reference()) :: boolean()
   def reentrant?(resource), do: resource in Process.get(@chain_key, [])
@@ -93,7 +114,7 @@ defmodule ExBashkit.Callbacks do
   @doc false
   # Wait for the final answer, handing output chunks to `on_output`.
   @spec await(reference(), context(), (binary(), binary() -> any())) ::
-          {:ok, Result.t()} | {:error, String.t()}
+          {:ok, Result.t()} | {:error, Error.t()}
   def await(ref, context, on_output \\ fn _, _ -> :ok end) do
     case next(ref, context) do
       {:output, stdout, stderr} ->
@@ -154,24 +175,25 @@ defmodule ExBashkit.Callbacks do
   # The next event of request `ref` that the caller must see; back-calls
   # are dispatched on the way.
   @spec next(reference(), context()) ::
-          {:output, binary(), binary()} | {:done, {:ok, Result.t()} | {:error, String.t()}}
+          {:output, binary(), binary()} | {:done, {:ok, Result.t()} | {:error, Error.t()}}
   def next(ref, context) do
     runners = runners(ref)
+    handlers = handlers(runners)
 
     receive do
-      {:ex_bashkit_reply, ^ref, {:ok, native}} ->
+      {:ex_bashkit_reply, ^ref, {:ok, %Result{}} = ok} ->
         Process.demonitor(ref, [:flush])
         stop_runners(ref)
-        {:done, {:ok, Result.from_native(native)}}
+        {:done, ok}
 
-      {:ex_bashkit_reply, ^ref, {:error, message}} ->
+      {:ex_bashkit_reply, ^ref, {:error, _} = error} ->
         Process.demonitor(ref, [:flush])
         stop_runners(ref)
-        {:done, {:error, message}}
+        {:done, Error.wrap(error)}
 
       {:DOWN, ^ref, :process, _, reason} ->
         stop_runners(ref)
-        {:done, {:error, worker_down(reason)}}
+        {:done, Error.wrap({:error, worker_down(reason)})}
 
       {:ex_bashkit_output, ^ref, {stdout, stderr}} ->
         {:output, stdout, stderr}
@@ -184,22 +206,57 @@ defmodule ExBashkit.Callbacks do
         runner_down(Map.fetch!(runners, mref), reason)
         put_runners(ref, Map.delete(runners, mref))
         next(ref, context)
+
+      # A handler calling this process, which waits here and will not answer
+      # until the script ends, which waits for the handler: a deadlock. The
+      # call is dropped (its handler is killed) and that command fails now.
+      {:"$gen_call", {pid, _tag}, _request} when is_map_key(handlers, pid) ->
+        send(Map.fetch!(handlers, pid), :ex_bashkit_reentrant)
+        next(ref, context)
     end
   end
 
   defp dispatch(ref, call_id, request, context) do
     chain = [context.resource | Process.get(@chain_key, [])]
+    # `$callers` as `Task` sets it: Ecto sandbox and Mox allowances reach
+    # the handler through the process waiting in exec.
+    callers = [self() | Process.get(:"$callers", [])]
     {job, on_failure} = job(request, context)
     reply = &Backend.callback_reply(context.location, call_id, &1)
-    {pid, mref} = spawn_monitor(fn -> run(reply, job, on_failure, context.timeout, chain) end)
-    put_runners(ref, Map.put(runners(ref), mref, {pid, reply, on_failure}))
+
+    # The handler is spawned here, so this process knows it (see the
+    # `$gen_call` clause of `next/2`), and starts once its runner watches it.
+    handler =
+      spawn(fn ->
+        receive do
+          {:ex_bashkit_go, runner} ->
+            Process.put(@chain_key, chain)
+            Process.put(:"$callers", callers)
+            send(runner, {:ex_bashkit_answer, self(), job.()})
+        after
+          @stop_wait_ms -> :ok
+        end
+      end)
+
+    {pid, mref} = spawn_monitor(fn -> run(handler, reply, on_failure, context.timeout) end)
+    put_runners(ref, Map.put(runners(ref), mref, {pid, reply, on_failure, handler}))
   end
+
+  # handler pid => runner pid.
+  defp handlers(runners) when runners == %{}, do: %{}
+
+  defp handlers(runners),
+    do: Map.new(runners, fn {_mref, {runner, _, _, handler}} -> {handler, runner} end)
 
   # A runner killed from outside never answered: answer for it, so the
   # script does not wait for its own deadline (an answer already given
   # makes this one a dropped late answer).
   defp runner_down(_runner, :normal), do: :ok
-  defp runner_down({_pid, reply, on_failure}, reason), do: reply.(on_failure.({:died, reason}))
+
+  defp runner_down({_pid, reply, on_failure, handler}, reason) do
+    Process.exit(handler, :kill)
+    reply.(on_failure.({:died, reason}))
+  end
 
   defp runners(ref), do: Process.get({@runners_key, ref}, %{})
 
@@ -211,9 +268,9 @@ defmodule ExBashkit.Callbacks do
   defp stop_runners(ref) do
     runners = runners(ref)
     Process.delete({@runners_key, ref})
-    Enum.each(runners, fn {_mref, {pid, _, _}} -> send(pid, :ex_bashkit_stop) end)
+    Enum.each(runners, fn {_mref, {pid, _, _, _}} -> send(pid, :ex_bashkit_stop) end)
 
-    Enum.each(runners, fn {mref, {pid, _, _}} ->
+    Enum.each(runners, fn {mref, {pid, _, _, _}} ->
       receive do
         {:DOWN, ^mref, :process, _, _} -> :ok
       after
@@ -231,22 +288,28 @@ defmodule ExBashkit.Callbacks do
 
   # -- runner -----------------------------------------------------------------
 
-  defp run(reply, job, on_failure, timeout, chain) do
-    {pid, mref} =
-      spawn_monitor(fn ->
-        Process.put(@chain_key, chain)
-        reply.(job.())
-      end)
+  # The handler hands its answer to the runner, which replies: a handler
+  # that ends without answering (even with reason `:normal`, e.g.
+  # `Process.exit(self(), :normal)`) is then told apart from one that
+  # answered, and reported at once as exited.
+  defp run(pid, reply, on_failure, timeout) do
+    mref = Process.monitor(pid)
+    send(pid, {:ex_bashkit_go, self()})
 
     receive do
-      {:DOWN, ^mref, :process, ^pid, :normal} ->
-        :ok
+      {:ex_bashkit_answer, ^pid, answer} ->
+        reply.(answer)
+        Process.demonitor(mref, [:flush])
 
       {:DOWN, ^mref, :process, ^pid, reason} ->
         reply.(on_failure.({:died, reason}))
 
       :ex_bashkit_stop ->
         kill(pid, mref)
+
+      :ex_bashkit_reentrant ->
+        kill(pid, mref)
+        reply.(on_failure.(:reentrant))
     after
       timeout ->
         kill(pid, mref)
@@ -275,7 +338,7 @@ defmodule ExBashkit.Callbacks do
 
   # -- builtins ---------------------------------------------------------------
 
-  defp job({:builtin, name, args, stdin, env}, context) do
+  defp job({:builtin, name, args, stdin, env, cwd}, context) do
     on_failure = &builtin_failure(name, &1)
     cap = context.max_reply_bytes
 
@@ -287,7 +350,7 @@ defmodule ExBashkit.Callbacks do
               fn ->
                 Answer.builtin(
                   name,
-                  fun.(%{args: args, stdin: stdin, env: env}),
+                  fun.(%{args: args, stdin: stdin, env: env, cwd: cwd}),
                   cap
                 )
               end,
@@ -335,6 +398,9 @@ defmodule ExBashkit.Callbacks do
       {:died, reason} ->
         {:command, "", "#{name}: builtin process exited: #{short_inspect(reason)}\n", 1}
 
+      :reentrant ->
+        {:command, "", "#{name}: " <> @reentrant_message <> "\n", 1}
+
       {kind, reason, stack} ->
         {:command, "", "#{name}: builtin failed: " <> format_error(kind, reason, stack), 1}
     end
@@ -361,6 +427,9 @@ defmodule ExBashkit.Callbacks do
 
       {:died, reason} ->
         {:failed, "virtual_fs backend for #{mount} exited: #{short_inspect(reason)}"}
+
+      :reentrant ->
+        {:failed, "virtual_fs backend for #{mount}: " <> @reentrant_message}
 
       {kind, reason, stack} ->
         {:failed,

@@ -7,7 +7,7 @@ defmodule ExBashkit.Native do
   # runs inside a NIF call for long: `session_exec/5` and `exec_once/4` run a
   # script on their dirty CPU scheduler for at most a short slice and return
   # `{:done, ...}` when it completed there; otherwise they, like
-  # `session_state/3` and `session_reset/3`, leave the work to the library's
+  # `session_state/4` and `session_reset/4`, leave the work to the library's
   # runner threads and the answer arrives as `{:ex_bashkit_reply, ref,
   # outcome}` (see `ExBashkit.Callbacks`, `native/ex_bashkit/src/runner.rs`).
 
@@ -37,11 +37,13 @@ defmodule ExBashkit.Native do
   def callback_reply(_call_id, _answer), do: :erlang.nif_error(:nif_not_loaded)
   def session_cancel(_session), do: :erlang.nif_error(:nif_not_loaded)
   def session_cancel_exec(_session, _id), do: :erlang.nif_error(:nif_not_loaded)
-  def session_state(_session, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
-  def session_reset(_session, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
-  def session_snapshot(_session, _request, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+  def session_state(_session, _call, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+  def session_reset(_session, _call, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
 
-  def session_restore(_session, _bytes, _key, _pid, _ref),
+  def session_snapshot(_session, _request, _call, _pid, _ref),
+    do: :erlang.nif_error(:nif_not_loaded)
+
+  def session_restore(_session, _bytes, _key, _call, _pid, _ref),
     do: :erlang.nif_error(:nif_not_loaded)
 
   # The filesystem API: one request term (see `fs_api.rs`), answered here.
@@ -63,4 +65,9 @@ defmodule ExBashkit.Native do
   def session_mount(_session, _spec, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def session_unmount(_session, _vfs_path, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def session_describe(_session), do: :erlang.nif_error(:nif_not_loaded)
+
+  # Tar images and shared base images (`tar_io.rs`, `export.rs`, `image.rs`).
+  def session_export_tar(_session, _request, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+  def image_build(_spec), do: :erlang.nif_error(:nif_not_loaded)
+  def image_tar(_image), do: :erlang.nif_error(:nif_not_loaded)
 end

@@ -173,7 +173,7 @@ defmodule ExBashkit.Pool do
   Run `script` on a pooled session of the default pool, `ExBashkit.Pool`
   (same as `exec(ExBashkit.Pool, script, [])`).
   """
-  @spec exec(String.t()) :: {:ok, Result.t()} | {:error, String.t() | :overloaded}
+  @spec exec(String.t()) :: {:ok, Result.t()} | {:error, ExBashkit.Error.t() | :overloaded}
   def exec(script) when is_binary(script), do: exec(__MODULE__, script, [])
 
   @doc """
@@ -191,7 +191,7 @@ defmodule ExBashkit.Pool do
       "[]\\nno file\\n"
   """
   @spec exec(pool(), String.t(), [Session.exec_option()]) ::
-          {:ok, Result.t()} | {:error, String.t() | :overloaded}
+          {:ok, Result.t()} | {:error, ExBashkit.Error.t() | :overloaded}
   def exec(pool, script, opts \\ []) when is_binary(script) and is_list(opts) do
     checkout(pool, &Session.exec(&1, script, opts))
   end
@@ -267,7 +267,7 @@ defmodule ExBashkit.Pool do
       iex> {:ok, %ExBashkit.Result{stdout: "5\\n"}} = ExBashkit.Session.exec(session, "echo $x")
   """
   @spec session_exec(pool(), Session.t(), String.t()) ::
-          {:ok, Result.t()} | {:error, String.t() | :overloaded}
+          {:ok, Result.t()} | {:error, ExBashkit.Error.t() | :overloaded}
   def session_exec(pool \\ __MODULE__, session, script) when is_binary(script),
     do: run(pool, fn -> Session.exec(session, script) end)
 

@@ -3,8 +3,8 @@ defmodule ExBashkit.Result do
   The outcome of a script that ran to completion.
 
   A non-zero `exit_code` is still a result (`{:ok, %ExBashkit.Result{}}`), as in
-  a real shell; only scripts that could not run (parse error, limit exceeded,
-  cancellation) produce `{:error, message}`.
+  a real shell; only scripts that could not run to completion (parse error,
+  limit exceeded, timeout, cancellation) produce `{:error, %ExBashkit.Error{}}`.
 
   Fields:
 
@@ -17,8 +17,9 @@ defmodule ExBashkit.Result do
     * `:changes` - with `track_changes: true` (see `ExBashkit.Session.exec/3`),
       the files the exec created, modified and deleted:
       `%{created: [path], modified: [path], deleted: [path], complete: boolean}`
-      (`complete` is `false` if the filesystem was too large to list whole);
-      otherwise `nil`.
+      (`complete` is `false` when a listing was cut: the filesystem was too
+      large to list whole, or the exec's deadline or a cancel came while it
+      was listed; the lists then hold what was seen); otherwise `nil`.
 
   What the exec cost, for logging and accounting (`nil` when unknown, e.g.
   in a result a custom builtin returned):
@@ -66,36 +67,4 @@ defmodule ExBashkit.Result do
           deleted: [String.t()],
           complete: boolean()
         }
-
-  @doc false
-  # Shape the native tuple into a struct.
-  @spec from_native(tuple()) :: t()
-  def from_native(
-        {stdout, stderr, exit_code, stdout_truncated, stderr_truncated, changes,
-         {commands, wall_time_us}}
-      ) do
-    %{
-      from_native({stdout, stderr, exit_code, stdout_truncated, stderr_truncated, changes})
-      | commands: commands,
-        wall_time_us: wall_time_us
-    }
-  end
-
-  def from_native({stdout, stderr, exit_code, stdout_truncated, stderr_truncated, changes}) do
-    %__MODULE__{
-      stdout: stdout,
-      stderr: stderr,
-      exit_code: exit_code,
-      stdout_truncated: stdout_truncated,
-      stderr_truncated: stderr_truncated,
-      changes: changes(changes),
-      stdout_bytes: byte_size(stdout),
-      stderr_bytes: byte_size(stderr)
-    }
-  end
-
-  defp changes(nil), do: nil
-
-  defp changes({created, modified, deleted, complete}),
-    do: %{created: created, modified: modified, deleted: deleted, complete: complete}
 end

@@ -210,26 +210,22 @@ defmodule ExBashkit.Sandbox do
 
   defp run(state, script, timeout) do
     tag = make_ref()
-    started = System.monotonic_time(:millisecond)
-
     outcome = Session.exec(state.session, script, timeout_ms: timeout, stream_to: {self(), tag})
 
-    elapsed = System.monotonic_time(:millisecond) - started
     # Every chunk is in the mailbox once exec returned: the chunks were
     # forwarded by this very process while it waited.
     output = drain(tag, [])
-    deadline = min(timeout, state.session_timeout_ms)
 
     case outcome do
       {:ok, result} ->
         {:ok, %{output: output, exit_code: result.exit_code}}
 
-      # A failed run that lasted the whole time allowed was stopped by a
-      # deadline, ours or the session's (the core's messages are not an API).
-      {:error, _} when elapsed >= deadline ->
+      # A deadline, ours or the session's: Condukt's `{:error, :timeout}`.
+      {:error, %ExBashkit.Error{reason: :timeout}} ->
         {:error, :timeout}
 
-      {:error, message} ->
+      # Condukt's contract is a message.
+      {:error, %ExBashkit.Error{message: message}} ->
         {:error, message}
     end
   end

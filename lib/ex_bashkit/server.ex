@@ -234,16 +234,16 @@ defmodule ExBashkit.Server do
       iex> {:ok, %ExBashkit.Result{stdout: "/tmp 1\\n"}} = ExBashkit.Server.exec(pid, "echo $(pwd) $x")
   """
   @spec exec(server(), String.t(), [Session.exec_option()]) ::
-          {:ok, Result.t()} | {:error, String.t()}
+          {:ok, Result.t()} | {:error, ExBashkit.Error.t() | term()}
   def exec(server, script, opts \\ []) when is_binary(script) and is_list(opts),
     do: call(server, {:exec, script, opts})
 
   @doc """
   Run `script` like `exec/3` and return a lazy stream of its output, as
   `ExBashkit.Session.stream/3` does: `{:stdout, chunk}`, `{:stderr, chunk}`,
-  then `{:exit, code}` or `{:error, message}`. Halting the stream early
-  cancels the script. If the server dies meanwhile, the stream ends with
-  `{:error, message}`.
+  then `{:exit, code}` or `{:error, %ExBashkit.Error{}}`. Halting the stream
+  early cancels the script. If the server dies meanwhile, the stream ends
+  with `{:error, %ExBashkit.Error{}}` too.
 
   ## Examples
 
@@ -252,7 +252,11 @@ defmodule ExBashkit.Server do
       [{:stdout, "a\\n"}, {:stderr, "b\\n"}, {:exit, 0}]
   """
   @spec stream(server(), String.t(), [Session.exec_option()]) ::
-          Enumerable.t({:stdout | :stderr, binary()} | {:exit, integer()} | {:error, String.t()})
+          Enumerable.t(
+            {:stdout | :stderr, binary()}
+            | {:exit, integer()}
+            | {:error, ExBashkit.Error.t()}
+          )
   def stream(server, script, opts \\ []) when is_binary(script) and is_list(opts) do
     if Keyword.has_key?(opts, :stream_to),
       do: raise(ArgumentError, "stream/3 does not take :stream_to")
@@ -280,7 +284,8 @@ defmodule ExBashkit.Server do
         {[{kind, chunk}], acc}
 
       {:DOWN, ^mon, :process, _, reason} ->
-        {[{:error, "ExBashkit.Server exited: #{inspect(reason)}"}], :done}
+        {[{:error, ExBashkit.Error.from_message("ExBashkit.Server exited: #{inspect(reason)}")}],
+         :done}
     end
   end
 
@@ -326,7 +331,8 @@ defmodule ExBashkit.Server do
   def cancel(server), do: GenServer.call(server, :cancel)
 
   @doc """
-  The session's shell state (see `ExBashkit.Session.state/1`).
+  The session's shell state (see `ExBashkit.Session.state/2`), or
+  `{:error, message}`.
 
   ## Examples
 
@@ -336,7 +342,7 @@ defmodule ExBashkit.Server do
       iex> {state.env["A"], state.cwd}
       {"1", "/tmp"}
   """
-  @spec state(server()) :: map()
+  @spec state(server()) :: map() | {:error, String.t()}
   def state(server), do: call(server, :state)
 
   @doc """

@@ -7,9 +7,17 @@ defmodule ExBashkit.Session do
 
   Unlike `ExBashkit.exec/1`, which runs each script in a fresh interpreter, a
   session is a long-lived `bashkit::Bash` whose state carries across calls:
-  environment variables, the current working directory, the in-memory virtual
-  filesystem, shell functions and aliases all persist from one `exec/2` to the
-  next, exactly as in an interactive shell.
+  environment variables, shell variables and arrays, the current working
+  directory, the in-memory virtual filesystem, shell functions, aliases and
+  `shopt` settings all persist from one `exec/2` to the next.
+
+  What bash keeps only for the length of a script does not: every exec starts
+  with `$?` at `0`, no traps, and the `set` options (`-e`, `-u`, `-x`,
+  `-o pipefail`, ...) off. bashkit resets them between execs by design, so one
+  script cannot leave a trap or `set -e` behind for the next; snapshots do
+  not carry them either. Start each script that needs them with, e.g.,
+  `set -euo pipefail`. `state/1`'s `last_exit_code` is the status the last
+  exec ended with.
 
   The handle is opaque. Hold it for as long as you want the state to live; it is
   reclaimed when it is garbage-collected. A session serializes its own calls:
@@ -57,8 +65,10 @@ defmodule ExBashkit.Session do
 
   bashkit already bounds execution with safe defaults; `:limits` tightens them
   for untrusted scripts. Each key is optional; unset keys keep bashkit's
-  default. When a script exceeds a limit, `exec/2` returns `{:error, message}`
-  and the session stays usable.
+  default. When a script exceeds a limit, `exec/2` returns
+  `{:error, %ExBashkit.Error{reason: :limit, limit: key}}` (`reason: :timeout`
+  for `:timeout_ms`), with the output written until then, and the session
+  stays usable.
 
       session = ExBashkit.Session.new(limits: [max_commands: 1_000, timeout_ms: 2_000])
 
@@ -66,6 +76,27 @@ defmodule ExBashkit.Session do
 
   Count limits must be non-negative integers (a value past the platform maximum
   means "unlimited"); unknown keys raise `ArgumentError`.
+
+  Some commands have fixed caps of their own in bashkit 0.20 that no limit
+  raises. Reaching one is never a silently shortened answer: the command says
+  so on stderr, and those marked "exit 1" fail (inside a pipeline the status
+  is the pipeline's, as in bash: use `set -o pipefail` or `${PIPESTATUS[@]}`).
+  Checked by `test/agent_results_test.exs` for `seq` and `yes`:
+
+  | command | cap | when reached |
+  |---|---|---|
+  | `seq` | 100,000 lines or 1 MiB of output | output so far, exit 1, `seq: line limit (100000) exceeded; output truncated` |
+  | `yes` | 10,000 lines or 1 MiB | likewise, `yes: ...` |
+  | `numfmt`, `history` | 1 MiB of output | likewise |
+  | `find`, `expand` | 1 MiB of output | exit 1, stderr names the cap |
+  | `awk` | 10 MB of output, 10,000 iterations of one loop, 16 MiB per string | `awk: fatal: ...`, exit 2 |
+  | `dd` | 64 MiB moved (the session's 32 MB budget of intermediate bytes usually stops it first: `{:error, %ExBashkit.Error{reason: :limit}}`) | `dd: stopped after ... bytes (bashkit dd limit)` |
+  | `sed` | 1,000 branch steps per input line | exit 0 with `sed: warning: branch/label loop limit (1000) reached` |
+  | `sleep` | 60 seconds | sleeps 60 s, silently (the exec's `:timeout_ms` bounds wall clock) |
+  | `timeout` | 300 seconds | the duration is lowered to 300 s |
+
+  The cumulative and per-script limits above are how to bound the work of a
+  script as a whole.
 
   ## Virtual filesystem
 
@@ -233,7 +264,10 @@ defmodule ExBashkit.Session do
   ## Network access
 
   By default a session has no network: `curl`, `wget` and `http` fail with
-  "access denied: no URLs are allowed" on stderr and a non-zero exit.
+  "Could not resolve host: NAME" on stderr and a non-zero exit, as for a
+  host that does not exist (the 404 principle: what the policy refuses reads
+  as absent, never as refused; a path outside the allowed prefixes of an
+  allowed host gets a `404 Not Found` that never reaches the server).
   `:allow_net` grants access to a list of URL patterns:
 
       session =
@@ -272,8 +306,8 @@ defmodule ExBashkit.Session do
   `wget -q -O -`; a bundle such as `-sL` is ignored.
   """
 
-  alias ExBashkit.{Backend, Callbacks, Result}
-  alias ExBashkit.Session.{Exec, Fs, Options}
+  alias ExBashkit.{Backend, Result}
+  alias ExBashkit.Session.{Exec, Fs, Options, Trash}
 
   @enforce_keys [:resource]
   defstruct [
@@ -311,6 +345,9 @@ defmodule ExBashkit.Session do
           | :max_stderr_bytes
           | :max_total_commands
           | :max_exec_calls
+          | :max_fs_bytes
+          | :max_files
+          | :max_file_bytes
 
   @typedoc "Access mode for a host directory mount."
   @type mount_mode :: :read_only | :read_write
@@ -340,6 +377,8 @@ defmodule ExBashkit.Session do
           | {:virtual_fs, %{optional(Path.t()) => virtual_fs_spec()}}
           | {:python, boolean() | keyword()}
           | {:isolation, :process | :in_node}
+          | {:commands, [allow: [String.t()]] | [deny: [String.t()]]}
+          | {:soft_delete, boolean() | [trash: Path.t()]}
 
   @typedoc "An option accepted by `exec/3`."
   @type exec_option ::
@@ -390,8 +429,12 @@ defmodule ExBashkit.Session do
   Any env/cwd/filesystem/function changes the script makes persist for the
   next call. Returns `{:ok, %ExBashkit.Result{}}` on success (a non-zero
   `exit_code` is still `{:ok, ...}`, just like a real shell) or
-  `{:error, message}` if the script could not be parsed, exceeded a limit, or
-  the interpreter itself failed. The session stays usable either way.
+  `{:error, %ExBashkit.Error{}}` if the script could not be parsed, exceeded a
+  limit, timed out, was cancelled, or the interpreter itself failed. The
+  error's `:reason` says which (`:parse`, `:limit` with the `:limits` key in
+  `:limit`, `:timeout`, `:cancelled`, `:internal`, ...), and its `:stdout` and
+  `:stderr` hold what the script wrote before it stopped. The session stays
+  usable either way.
 
   Options:
 
@@ -399,7 +442,9 @@ defmodule ExBashkit.Session do
     * `:timeout_ms` - a wall-clock limit for this call (positive integer),
       counted from the call (time queued behind other execs of the session
       included). The session's own `:timeout_ms` limit still applies; the
-      tighter one wins. Past it: `{:error, "execution timed out ..."}`.
+      tighter one wins. Past it: `{:error, %ExBashkit.Error{reason: :timeout}}`
+      (`limit: nil` for this option, `limit: :timeout_ms` for the session's).
+      `:infinity` means no per-call limit.
     * `:stream_to` - `pid` or `{pid, tag}`: send output to `pid` while the
       script runs, as `{tag, {:stdout, chunk}}` and `{tag, {:stderr, chunk}}`
       messages (default tag `:ex_bashkit_output`), in the order it was
@@ -408,10 +453,12 @@ defmodule ExBashkit.Session do
     * `:track_changes` - `true` to fill the result's `:changes` with the files
       the exec created, modified and deleted (in-memory filesystem and host
       mounts). It lists the filesystem's metadata before and after the
-      script: O(files) time, no contents read. Default `false`.
+      script: O(files) time, no contents read, both listings bounded by the
+      call's deadline (a cut listing makes `changes.complete` `false`).
+      Default `false`.
 
   `cancel/1` from any process stops the running exec; it then returns
-  `{:error, "execution cancelled by cancel/1"}`.
+  `{:error, %ExBashkit.Error{reason: :cancelled}}`.
 
   ## Examples
 
@@ -425,8 +472,14 @@ defmodule ExBashkit.Session do
       iex> {:ok, result} = ExBashkit.Session.exec(session, "tr a-z A-Z", stdin: "shout\\n")
       iex> result.stdout
       "SHOUT\\n"
+
+      iex> session = ExBashkit.Session.new()
+      iex> {:error, error} = ExBashkit.Session.exec(session, "echo partial; sleep 5", timeout_ms: 300)
+      iex> {error.reason, error.stdout}
+      {:timeout, "partial\\n"}
   """
-  @spec exec(t(), String.t(), [exec_option()]) :: {:ok, Result.t()} | {:error, String.t()}
+  @spec exec(t(), String.t(), [exec_option()] | map()) ::
+          {:ok, Result.t()} | {:error, ExBashkit.Error.t()}
   def exec(session, script, opts \\ [])
 
   def exec(%__MODULE__{} = session, script, opts), do: Exec.run(session, script, opts)
@@ -437,7 +490,8 @@ defmodule ExBashkit.Session do
   The script starts when the stream is first consumed, in the consuming
   process. The stream yields `{:stdout, chunk}` and `{:stderr, chunk}` as the
   script produces them, then ends with `{:exit, exit_code}`, or with
-  `{:error, message}` if the script could not run to completion. Halting the
+  `{:error, %ExBashkit.Error{}}` if the script could not run to completion
+  (its `:stdout`/`:stderr` repeat what was already streamed). Halting the
   stream early (e.g. `Enum.take/2`) cancels the script.
 
   Accepts the options of `exec/3` except `:stream_to`.
@@ -449,16 +503,84 @@ defmodule ExBashkit.Session do
       [{:stdout, "one\\n"}, {:stderr, "two\\n"}, {:exit, 3}]
   """
   @spec stream(t(), String.t(), [exec_option()]) ::
-          Enumerable.t({:stdout | :stderr, binary()} | {:exit, integer()} | {:error, String.t()})
+          Enumerable.t(
+            {:stdout | :stderr, binary()}
+            | {:exit, integer()}
+            | {:error, ExBashkit.Error.t()}
+          )
   def stream(session, script, opts \\ [])
 
   def stream(%__MODULE__{} = session, script, opts), do: Exec.stream(session, script, opts)
 
   @doc """
+  Start `script` like `exec/3` without waiting for it: returns `{:ok, ref}` at
+  once, and the calling process later receives
+
+      {:ex_bashkit, ref, {:ok, %ExBashkit.Result{}} | {:error, %ExBashkit.Error{}}}
+
+  exactly once. With `stream: true` it first receives the output as the
+  script produces it, `{:ex_bashkit, ref, {:stdout, chunk}}` and
+  `{:ex_bashkit, ref, {:stderr, chunk}}`, in order, before the final message.
+
+  This is how a GenServer or a LiveView runs a script from a callback and
+  keeps serving its own messages meanwhile (match the messages in
+  `handle_info/2`); it is also what lets a custom builtin call back into that
+  process (`GenServer.call/3` on the process blocked in `exec/3` cannot be
+  served, see "Custom builtins" above).
+
+  Takes the options of `exec/3` (a keyword list or a map) except
+  `:stream_to`, plus `:stream` (boolean, default `false`). The script is
+  queued behind the session's other execs like any exec. `cancel/2` with the
+  `ref`, from any process, stops it (the final message is then
+  `{:error, %ExBashkit.Error{reason: :cancelled}}`); so does the death of the
+  calling process, whose exec nobody would read.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new()
+      iex> {:ok, ref} = ExBashkit.Session.exec_async(session, "echo hi")
+      iex> receive do
+      ...>   {:ex_bashkit, ^ref, {:ok, result}} -> result.stdout
+      ...> after
+      ...>   5_000 -> :timeout
+      ...> end
+      "hi\\n"
+  """
+  @spec exec_async(t(), String.t(), keyword() | map()) :: {:ok, reference()}
+  def exec_async(session, script, opts \\ [])
+
+  def exec_async(%__MODULE__{} = session, script, opts),
+    do: ExBashkit.Session.Async.start(session, script, opts)
+
+  @doc """
+  Stop the exec started by `exec_async/3` as `ref`, from any process.
+
+  The caller of `exec_async/3` then receives
+  `{:ex_bashkit, ref, {:error, %ExBashkit.Error{reason: :cancelled}}}` (with
+  the output written so far), unless the exec had already ended, in which
+  case this does nothing. Always returns `:ok`.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new()
+      iex> {:ok, ref} = ExBashkit.Session.exec_async(session, "sleep 5")
+      iex> ExBashkit.Session.cancel(session, ref)
+      :ok
+      iex> receive do
+      ...>   {:ex_bashkit, ^ref, {:error, error}} -> error.reason
+      ...> after
+      ...>   5_000 -> :timeout
+      ...> end
+      :cancelled
+  """
+  @spec cancel(t(), reference()) :: :ok
+  def cancel(%__MODULE__{}, ref) when is_reference(ref), do: ExBashkit.Session.Async.cancel(ref)
+
+  @doc """
   Stop the exec running on `session`, from any process.
 
   The script stops at its next command boundary (or budget check); that
-  `exec/3` returns `{:error, "execution cancelled by cancel/1"}`. The session
+  `exec/3` returns `{:error, %ExBashkit.Error{reason: :cancelled}}`. The session
   keeps its state as the script left it, and stays usable. Execs queued behind
   the running one are not affected. Returns `:ok` if an exec was running,
   `:idle` if none was.
@@ -474,14 +596,45 @@ defmodule ExBashkit.Session do
     if Backend.cancel(resource, location), do: :ok, else: :idle
   end
 
+  @typedoc """
+  An option of the lifecycle calls `state/2`, `reset/2`, `snapshot/2` and
+  `restore/3` (see "Lifecycle calls" in `state/2`).
+  """
+  @type lifecycle_option :: {:timeout_ms, pos_integer() | :infinity}
+
   @doc """
   The session's shell state as a plain map, taken between scripts (it waits
   for a running exec to end).
 
   `%{env: %{name => value}, variables: %{name => value}, cwd: path,
-  functions: [name], aliases: %{name => expansion}, last_exit_code: integer}`.
+  functions: [name], aliases: %{name => expansion}, last_exit_code: integer,
+  fs_usage: %{bytes: n, files: n, dirs: n}}`.
   `env` holds exported variables; `variables` every shell variable (exported
-  ones too, and bash's own such as `PWD`).
+  ones too, and bash's own such as `PWD`). `fs_usage` is the filesystem's use
+  of the `:max_fs_bytes` and `:max_files` limits (see "Resource limits").
+  A run-time failure returns
+  `{:error, message}` instead of the map.
+
+  ## Lifecycle calls
+
+  `state/2`, `reset/2`, `snapshot/2` and `restore/3` share these rules:
+
+    * They run between scripts, in arrival order with `exec/3`: each waits
+      for its turn behind the session's running (and earlier queued) execs.
+    * `:timeout_ms` (positive integer or `:infinity`, default
+      #{ExBashkit.Session.Lifecycle.default_timeout_ms()}) bounds that wait,
+      counted from the call. Past it the call returns
+      `{:error, "... timed out ..."}` and never runs. Once it has started it
+      runs to its end: a reset or a restore is never half applied.
+    * If the calling process dies while the call waits, the call is
+      dropped, as an exec is.
+    * Called from a custom builtin or `:virtual_fs` backend on the very
+      session whose script it serves, each returns
+      `{:error, "re-entrant ..."}` at once (the script holds the session).
+    * Errors: `{:error, message}` for run-time failures (timeout,
+      re-entrancy, a worker process that died, a rejected snapshot);
+      `ArgumentError` for programmer errors (unknown or malformed options,
+      a term that is not a session of this node).
 
   ## Examples
 
@@ -491,22 +644,18 @@ defmodule ExBashkit.Session do
       iex> {state.env["A"], state.variables["b"], state.cwd, state.functions, state.aliases, state.last_exit_code}
       {"1", "2", "/tmp", ["f"], %{"l" => "ls"}, 1}
   """
-  @spec state(t()) :: %{
-          env: %{optional(String.t()) => String.t()},
-          variables: %{optional(String.t()) => String.t()},
-          cwd: String.t(),
-          functions: [String.t()],
-          aliases: %{optional(String.t()) => String.t()},
-          last_exit_code: integer()
-        }
-  def state(%__MODULE__{resource: resource, location: location}) do
-    {:ok, ref} = Backend.submit(resource, location, :state, [])
-
-    case Callbacks.await_reply(ref) do
-      {:ok, state} -> state
-      {:error, message} -> raise RuntimeError, "ExBashkit.Session.state/1: " <> message
-    end
-  end
+  @spec state(t(), [lifecycle_option()]) ::
+          %{
+            env: %{optional(String.t()) => String.t()},
+            variables: %{optional(String.t()) => String.t()},
+            cwd: String.t(),
+            functions: [String.t()],
+            aliases: %{optional(String.t()) => String.t()},
+            last_exit_code: integer()
+          }
+          | {:error, String.t()}
+  def state(%__MODULE__{} = session, opts \\ []),
+    do: ExBashkit.Session.Lifecycle.state(session, opts)
 
   @doc """
   Mount host directory `host_path` at `vfs_path` while the session lives,
@@ -575,8 +724,8 @@ defmodule ExBashkit.Session do
   `:cwd` under a host mount is not written again), limits and network
   settings. Host mounts go back to those given to `new/1`: `mount/4`'s are
   dropped, and `new/1`'s removed by `unmount/2` return. Waits for a running
-  exec to end. Returns `:ok` or
-  `{:error, message}`.
+  exec to end. Returns `:ok` or `{:error, message}`; takes `:timeout_ms`
+  and follows the rules of the lifecycle calls (see `state/2`).
 
   ## Examples
 
@@ -588,11 +737,9 @@ defmodule ExBashkit.Session do
       iex> result.stdout
       "1-\\n"
   """
-  @spec reset(t()) :: :ok | {:error, String.t()}
-  def reset(%__MODULE__{resource: resource, location: location}) do
-    {:ok, ref} = Backend.submit(resource, location, :reset, [])
-    Callbacks.await_reply(ref)
-  end
+  @spec reset(t(), [lifecycle_option()]) :: :ok | {:error, String.t()}
+  def reset(%__MODULE__{} = session, opts \\ []),
+    do: ExBashkit.Session.Lifecycle.reset(session, opts)
 
   @doc """
   Read the contents of `path` from the session's virtual filesystem.
@@ -731,11 +878,67 @@ defmodule ExBashkit.Session do
           {:ok, %{type: fs_type(), size: non_neg_integer()}} | {:error, String.t()}
   def stat(%__MODULE__{} = session, path), do: Fs.stat(session, path)
 
+  # -- soft delete --------------------------------------------------------------
+
+  @typedoc "One entry of the trash of a session with `soft_delete:` (see `trash/1`)."
+  @type trash_entry :: %{
+          path: String.t(),
+          trash_path: String.t(),
+          deleted_at: non_neg_integer(),
+          type: fs_type(),
+          size: non_neg_integer()
+        }
+
+  @doc """
+  What the session's trash holds, oldest first: every file or directory a
+  script (or the filesystem API) deleted or overwrote in the in-memory
+  filesystem of a session built with `soft_delete: true` (or `[trash: path]`).
+
+  Each entry has the `:path` it had, the `:trash_path` it has now
+  (`<trash>/<n>_<name>`), `:deleted_at` (unix seconds), `:type` and `:size`.
+  `{:error, :no_soft_delete}` for a session without `:soft_delete`.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new(soft_delete: true)
+      iex> {:ok, _} = ExBashkit.Session.exec(session, "echo hi > /notes.txt; rm /notes.txt")
+      iex> {:ok, [entry]} = ExBashkit.Session.trash(session)
+      iex> {entry.path, entry.trash_path, entry.type}
+      {"/notes.txt", "/.trash/1_notes.txt", :file}
+  """
+  @spec trash(t()) :: {:ok, [trash_entry()]} | {:error, :no_soft_delete | String.t()}
+  def trash(%__MODULE__{} = session), do: Trash.trash(session)
+
+  @doc """
+  Put the most recently trashed entry of `original_path` back where it was
+  (missing parent directories are created). `{:error, :enoent}` if nothing in
+  the trash came from that path; `{:error, :eexist}` if something is at that
+  path again: nothing changes then (remove it first, which trashes it, to
+  swap the two). `{:error, :no_soft_delete}` without `:soft_delete`.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new(soft_delete: true)
+      iex> {:ok, _} = ExBashkit.Session.exec(session, "echo v1 > /f; echo v2 > /f; rm /f")
+      iex> ExBashkit.Session.undelete(session, "/f")
+      :ok
+      iex> ExBashkit.Session.read_file(session, "/f")
+      {:ok, "v2\\n"}
+      iex> ExBashkit.Session.undelete(session, "/f")
+      {:error, :eexist}
+  """
+  @spec undelete(t(), Path.t()) ::
+          :ok | {:error, :enoent | :eexist | :no_soft_delete | String.t()}
+  def undelete(%__MODULE__{} = session, original_path), do: Trash.undelete(session, original_path)
+
   # -- snapshot / restore -----------------------------------------------------
 
   @typedoc "An option accepted by `snapshot/2`."
   @type snapshot_option ::
-          {:key, binary()} | {:exclude_filesystem, boolean()} | {:exclude_functions, boolean()}
+          {:key, binary()}
+          | {:exclude_filesystem, boolean()}
+          | {:exclude_functions, boolean()}
+          | lifecycle_option()
 
   @doc """
   Capture the session's interpreter state as a binary you can persist and
@@ -757,6 +960,13 @@ defmodule ExBashkit.Session do
   network settings. To resume, build a session with the same capabilities and
   `restore/3` the bytes into it.
 
+  Over a `:base` image, a snapshot holds only the session's own layer plus
+  the image's id and the image paths the session deleted (keyed snapshots
+  seal those too): it restores only into a session built over the same
+  image (same content), and anything else gets `{:error, message}` naming
+  the image. A snapshot of a session without a base does not restore into
+  one with a base either.
+
   Returns `{:ok, binary}` or `{:error, message}`.
 
   ## Options
@@ -771,6 +981,8 @@ defmodule ExBashkit.Session do
       Restoring such a snapshot leaves the target's files as they are.
     * `:exclude_functions` - leave shell functions out (default `false`).
       Restoring such a snapshot leaves the target with no functions.
+    * `:timeout_ms` - how long to wait for the session's turn (see
+      "Lifecycle calls" in `state/2`).
 
   ## Examples
 
@@ -820,6 +1032,8 @@ defmodule ExBashkit.Session do
   ## Options
 
     * `:key` - the binary secret the snapshot was taken with (see `snapshot/2`).
+    * `:timeout_ms` - how long to wait for the session's turn (see
+      "Lifecycle calls" in `state/2`).
 
   ## Examples
 
@@ -832,7 +1046,8 @@ defmodule ExBashkit.Session do
       iex> result.stdout
       "42\\n"
   """
-  @spec restore(t(), binary(), [{:key, binary()}]) :: {:ok, t()} | {:error, String.t()}
+  @spec restore(t(), binary(), [{:key, binary()} | lifecycle_option()]) ::
+          {:ok, t()} | {:error, String.t()}
   def restore(session, bytes, opts \\ [])
 
   def restore(%__MODULE__{} = session, bytes, opts) when is_binary(bytes) do
@@ -842,6 +1057,39 @@ defmodule ExBashkit.Session do
   def restore(%__MODULE__{}, bytes, _opts) do
     raise ArgumentError,
           "restore/3: the snapshot must be a binary from snapshot/2, got: #{inspect(bytes, limit: 5)}"
+  end
+
+  @doc """
+  The filesystem at `path` (default `"/"`) as a tar archive:
+  `{:ok, binary}` or `{:error, message}`.
+
+  Members are named relative to `path` (like `tar -C path .`; a file `path`
+  gives one member, its base name), in name order: directories (empty ones
+  too), regular files with their modes and modification times, symlinks with
+  their targets (never followed). What is not the session's own is left
+  out: host mounts and `:virtual_fs` mounts (content and mount points), the
+  system files bashkit synthesizes (`/etc/passwd`, `/proc`, the command
+  stubs in `/bin` and `/usr/bin`) and `/dev`. With a `:base` image, the
+  archive holds the image as this session sees it (its own changes and
+  deletions applied). Like `snapshot/2`, it waits for a running script.
+
+  `new(rootfs: tar)` reads such an archive back.
+
+  ## Options
+
+    * `:gzip` - gzip the archive (default `false`).
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new(files: %{"/data/a.txt" => "x"})
+      iex> {:ok, tar} = ExBashkit.Session.export_tar(session, "/data")
+      iex> copy = ExBashkit.Session.new(rootfs: tar)
+      iex> ExBashkit.Session.read_file(copy, "/a.txt")
+      {:ok, "x"}
+  """
+  @spec export_tar(t(), Path.t(), [{:gzip, boolean()}]) :: {:ok, binary()} | {:error, String.t()}
+  def export_tar(%__MODULE__{} = session, path \\ "/", opts \\ []) do
+    ExBashkit.Session.Tar.export(session, path, opts)
   end
 
   # -- bang variants ------------------------------------------------------------
@@ -896,5 +1144,6 @@ defmodule ExBashkit.Session do
 
   defp bang!(:ok), do: :ok
   defp bang!({:ok, value}), do: value
+  defp bang!({:error, %ExBashkit.Error{} = error}), do: raise(error)
   defp bang!({:error, message}), do: raise(ExBashkit.Error.from_message(message))
 end

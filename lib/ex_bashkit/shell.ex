@@ -269,7 +269,8 @@ defmodule ExBashkit.Shell do
         ctx = if status != 0 and ctx.terminal, do: show_status(ctx, status), else: ctx
         {if(exited, do: :exit, else: :cont), ctx}
 
-      {:error, message} ->
+      {:error, error} ->
+        message = if is_exception(error), do: Exception.message(error), else: error
         ctx = %{ctx | last_exit: 1, last_changes: :unknown}
         {:cont, ctx |> Context.output(&Output.error(&1, message)) |> Context.refresh()}
     end

@@ -119,7 +119,14 @@ defmodule ExBashkit.Tool do
   """
   @spec system_prompt(Session.t()) :: String.t()
   def system_prompt(session) do
-    state = Session.state(session)
+    # The prompt needs the state: a session that cannot give it is an error
+    # of the caller's setup, as before `state/2` returned errors.
+    state =
+      case Session.state(session) do
+        {:error, message} -> raise RuntimeError, "ExBashkit.Tool.system_prompt/1: " <> message
+        state -> state
+      end
+
     info = Session.Mounts.describe(session)
     home = state.variables["HOME"] || state.env["HOME"] || "/"
 
@@ -222,28 +229,14 @@ defmodule ExBashkit.Tool do
           nil
         )
 
-      {:error, message} ->
-        if elapsed >= deadline(session, timeout) do
-          seconds = :erlang.float_to_binary(elapsed / 1000, decimals: 1)
-          note = "bashkit: execution timed out after #{seconds}s\n"
-          response(cut(stdout, false), cut(stderr, false) <> note, 124, "timeout")
-        else
-          response(cut(stdout, false), cut(stderr, false) <> message <> "\n", 1, message)
-        end
+      {:error, %ExBashkit.Error{reason: :timeout}} ->
+        seconds = :erlang.float_to_binary(elapsed / 1000, decimals: 1)
+        note = "bashkit: execution timed out after #{seconds}s\n"
+        response(cut(stdout, false), cut(stderr, false) <> note, 124, "timeout")
+
+      {:error, %ExBashkit.Error{message: message}} ->
+        response(cut(stdout, false), cut(stderr, false) <> message <> "\n", 1, message)
     end
-  end
-
-  # The earliest deadline that could have stopped the call: its own, or
-  # the session's :timeout_ms limit (the core's messages are not an API).
-  defp deadline(session, timeout) do
-    session_timeout =
-      Map.get(
-        Session.Mounts.describe(session).limits,
-        :timeout_ms,
-        Defaults.bashkit_limit(:timeout_ms)
-      )
-
-    if timeout, do: min(timeout, session_timeout), else: session_timeout
   end
 
   defp drain(tag, out, err) do

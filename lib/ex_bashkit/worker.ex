@@ -19,7 +19,8 @@ defmodule ExBashkit.Worker do
   What it guarantees:
 
     * **Caller death** cancels the caller's execs in the worker (one-shot
-      `ExBashkit.exec/1` ones too).
+      `ExBashkit.exec/1` ones too), and its `state`, `reset`, `snapshot`
+      and `restore` calls still waiting for their turn.
     * **Deadlines.** An exec with a timeout (per call, or the session's
       `limits: [timeout_ms: ...]`) is answered at its deadline (plus
       `200 ms`) even if the interpreter never reaches a command boundary;
@@ -43,6 +44,7 @@ defmodule ExBashkit.Worker do
   alias ExBashkit.Native
 
   @reply_slack_ms 200
+  @lifecycle_kinds [:state, :reset, :snapshot, :restore]
   # Interpreter threads of a worker: 16 MiB stacks (a stack overflow only
   # ends the worker, unlike in the node), at most 256 scripts at once; the
   # address-space limit makes room for all of them on top of `:max_memory`.
@@ -89,10 +91,10 @@ defmodule ExBashkit.Worker do
   @doc false
   # Send `request` and wait for its answer (short requests: fs, info, cancel,
   # new). The worker owner always answers, or dies, which also ends the wait.
-  @spec call(pid(), request()) :: term()
-  def call(worker, request) do
+  @spec call(pid(), request(), map()) :: term()
+  def call(worker, request, meta \\ %{}) do
     ref = Process.monitor(worker)
-    request(worker, ref, request)
+    request(worker, ref, request, meta)
 
     receive do
       {:ex_bashkit_reply, ^ref, reply} ->
@@ -114,6 +116,11 @@ defmodule ExBashkit.Worker do
   @impl true
   def init(opts) do
     Process.flag(:trap_exit, true)
+    # Frames are decoded with `[:safe]`: every atom they may carry must
+    # exist before the first one arrives. Some live in modules (such as
+    # `ExBashkit.Error`) that a fresh VM has not loaded yet: calling the
+    # list loads them.
+    _ = protocol_atoms()
 
     {:ok,
      %{
@@ -127,6 +134,10 @@ defmodule ExBashkit.Worker do
        sessions: %{},
        # sid => message: sessions whose state a crash lost, told once
        lost: %{},
+       # base images of the sessions here: id => %ExBashkit.Image{}, and
+       # the ids the running OS process has been sent (see `ship_image/2`)
+       images: %{},
+       shipped: MapSet.new(),
        # ids answered by their deadline and not yet by the worker
        overdue: %{},
        grace_ms: Keyword.get(opts, :grace_ms, 2_000),
@@ -156,7 +167,8 @@ defmodule ExBashkit.Worker do
         lost: Map.delete(state.lost, sid)
     }
 
-    {:noreply, if(state.port, do: send_frame(state, {:drop, sid}), else: state)}
+    state = if(state.port, do: send_frame(state, {:drop, sid}), else: state)
+    {:noreply, prune_images(state)}
   end
 
   def handle_info({port, {:data, frame}}, %{port: port} = state) do
@@ -184,6 +196,9 @@ defmodule ExBashkit.Worker do
         state =
           case route.kind do
             :exec -> send_frame(state, {:cancel_exec, route.sid, id})
+            # A lifecycle call (state, reset, snapshot, restore) still
+            # queued is dropped the same way (`lifecycle.rs`).
+            kind when kind in @lifecycle_kinds -> send_frame(state, {:cancel_exec, route.sid, id})
             :exec_once -> send_frame(state, {:cancel_once, id})
             _ -> state
           end
@@ -263,6 +278,12 @@ defmodule ExBashkit.Worker do
                 do: %{state | sessions: Map.put(state.sessions, sid, elem(request, 2))},
                 else: state
 
+            state =
+              case meta do
+                %{image: %ExBashkit.Image{} = image} -> ship_image(state, image)
+                _ -> state
+              end
+
             mref = Process.monitor(pid)
             timer = deadline_timer(id, meta)
             route = %{pid: pid, ref: ref, mref: mref, sid: sid, kind: kind, timer: timer}
@@ -325,7 +346,11 @@ defmodule ExBashkit.Worker do
   def protocol_atoms do
     [:ex_bashkit_reply, :ex_bashkit_output, :ex_bashkit_callback, :ok, :error, nil, true] ++
       [false, :env, :variables, :cwd, :functions, :aliases, :last_exit_code, :builtin, :vfs] ++
-      [:read, :write, :append, :mkdir, :remove, :rename, :list, :stat, :file, :dir, :symlink]
+      [:read, :write, :append, :mkdir, :remove, :rename, :list, :stat, :file, :dir, :symlink] ++
+      [:fs_usage, :bytes, :files, :dirs, :complete, :created, :modified, :deleted] ++
+      [:trash, :undelete, :path, :trash_path, :deleted_at, :type, :size] ++
+      [:eexist, :enoent, :no_soft_delete] ++
+      ExBashkit.Error.protocol_atoms()
   end
 
   defp deliver(state, {tag, id, payload}) when is_integer(id) do
@@ -376,6 +401,59 @@ defmodule ExBashkit.Worker do
     state
   rescue
     ArgumentError -> state
+  end
+
+  # -- base images ----------------------------------------------------------
+
+  # A worker OS process is sent each base image once (its canonical tar,
+  # built here on a dirty scheduler), before the first `new` that names it;
+  # it keeps the image while any of its sessions does. Frames are handled in
+  # order, so the `new` that follows finds it.
+  defp ship_image(state, %ExBashkit.Image{id: id} = image) do
+    state = %{state | images: Map.put(state.images, id, image)}
+
+    if MapSet.member?(state.shipped, id) or state.port == nil do
+      state
+    else
+      case image_tar(image) do
+        {:ok, tar} ->
+          state = send_frame(state, {:load_image, id, tar})
+          %{state | shipped: MapSet.put(state.shipped, id)}
+
+        # Not an image of this node (a struct decoded from elsewhere): the
+        # `new` that follows fails, saying the image is not loaded.
+        :error ->
+          %{state | images: Map.delete(state.images, id)}
+      end
+    end
+  end
+
+  defp image_tar(image) do
+    {:ok, ExBashkit.Image.canonical_tar(image)}
+  rescue
+    _ -> :error
+  end
+
+  # Images no session of this worker names any more: the worker frees them,
+  # and this process lets go of the handle (so the node's copy can be
+  # garbage-collected too).
+  defp prune_images(state) do
+    in_use =
+      for {_sid, %{base: id}} when is_binary(id) <- state.sessions, into: MapSet.new(), do: id
+
+    Enum.reduce(Map.keys(state.images), state, fn id, state ->
+      if MapSet.member?(in_use, id) do
+        state
+      else
+        state = if state.port, do: send_frame(state, {:drop_image, id}), else: state
+
+        %{
+          state
+          | images: Map.delete(state.images, id),
+            shipped: MapSet.delete(state.shipped, id)
+        }
+      end
+    end)
   end
 
   # -- the OS process -------------------------------------------------------
@@ -465,7 +543,8 @@ defmodule ExBashkit.Worker do
         routes: %{},
         monitors: %{},
         overdue: %{},
-        lost: lost
+        lost: lost,
+        shipped: MapSet.new()
     }
 
     rebuild(state)
@@ -476,6 +555,8 @@ defmodule ExBashkit.Worker do
   defp rebuild(state) do
     case ensure_port(state) do
       {:ok, state} ->
+        state = Enum.reduce(Map.values(state.images), state, &ship_image(&2, &1))
+
         Enum.reduce(state.sessions, state, fn {sid, config}, state ->
           id = System.unique_integer([:positive])
 

@@ -1,6 +1,6 @@
 defmodule ExBashkit.Properties.ExecTest do
   # Random scripts and random bytes: `exec/2` (and `ExBashkit.exec/1`) answer
-  # `{:ok, %Result{}}` or `{:error, message}`, within the time limit, and the
+  # `{:ok, %Result{}}` or `{:error, %ExBashkit.Error{}}`, within the time limit, and the
   # session keeps answering afterwards.
   use ExUnit.Case, async: true
   use ExBashkit.Test.Property
@@ -86,10 +86,12 @@ defmodule ExBashkit.Properties.ExecTest do
        when is_binary(out) and is_binary(err) and is_integer(code),
        do: true
 
-  defp well_formed!({:error, message}) when is_binary(message), do: true
+  defp well_formed!({:error, %ExBashkit.Error{message: message, stdout: out, stderr: err}})
+       when is_binary(message) and is_binary(out) and is_binary(err),
+       do: true
 
   defp well_formed!(other),
-    do: raise("not {:ok, %Result{}} or {:error, binary}: #{inspect(other)}")
+    do: raise("not {:ok, %Result{}} or {:error, %ExBashkit.Error{}}: #{inspect(other)}")
 
   # The grammar never redefines echo nor silences the shell: "alive" must come back.
   defp alive?({:ok, %Result{stdout: out}}), do: out =~ "alive"

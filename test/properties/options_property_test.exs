@@ -68,7 +68,7 @@ defmodule ExBashkit.Properties.OptionsTest do
       %Session{} ->
         case Session.exec(session, "echo ok") do
           {:ok, %Result{}} -> :session_ok
-          {:error, message} when is_binary(message) -> :session_ok
+          {:error, %ExBashkit.Error{message: message}} when is_binary(message) -> :session_ok
         end
     end
   end

@@ -54,7 +54,7 @@ defmodule ExBashkit.Reliability.BlastRadiusTest do
       assert {:ok, outcome} = Task.yield(task, @deadline + @bound) || Task.shutdown(task),
              "no answer within #{@deadline + @bound} ms"
 
-      assert {:error, message} = outcome
+      assert {:error, %{message: message}} = outcome
       assert message =~ ~r/timed out|crashed/, message
 
       # The other worker's sessions never noticed.
@@ -83,7 +83,7 @@ defmodule ExBashkit.Reliability.BlastRadiusTest do
     for outcome <- outcomes do
       case outcome do
         {:ok, %Result{}} -> :ok
-        {:error, message} -> assert message =~ ~r/crashed|timed out|limit/, message
+        {:error, %{message: message}} -> assert message =~ ~r/crashed|timed out|limit/, message
       end
     end
 
@@ -95,7 +95,7 @@ defmodule ExBashkit.Reliability.BlastRadiusTest do
     task = Task.async(fn -> Session.exec(victim, "echo a | uniq -f 1000000000000000000") end)
     Health.wait_until(fn -> Session.cancel(victim) == :ok end, 10_000, "the script to start")
 
-    assert {:ok, {:error, message}} = Task.yield(task, @bound) || Task.shutdown(task)
+    assert {:ok, {:error, %{message: message}}} = Task.yield(task, @bound) || Task.shutdown(task)
     assert message =~ "cancelled"
     assert_recovers(victim)
   end
@@ -150,7 +150,7 @@ defmodule ExBashkit.Reliability.BlastRadiusTest do
       {:ok, %Result{stdout: "alive\n"}} ->
         :ok
 
-      {:error, message} when tries > 0 ->
+      {:error, %{message: message}} when tries > 0 ->
         assert message =~ ~r/session lost|crashed|timed out/, message
         assert_recovers(session, tries - 1)
     end

@@ -87,7 +87,7 @@ defmodule ExBashkit.Reliability.CallbacksTest do
 
       case bounded_exec(s, "big | wc -c; big") do
         {:ok, %Result{stdout: out}} -> assert byte_size(out) <= 1_048_576 + 64
-        {:error, message} -> assert is_binary(message)
+        {:error, %{message: message}} -> assert is_binary(message)
       end
 
       Health.assert_usable!(s)

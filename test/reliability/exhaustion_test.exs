@@ -56,12 +56,12 @@ defmodule ExBashkit.Reliability.ExhaustionTest do
 
   describe "infinite loops" do
     test "while true, default limits: stopped by the command/loop fuel" do
-      {{:error, message}, _, _} = bounded_exec("while true; do :; done")
+      {{:error, %{message: message}}, _, _} = bounded_exec("while true; do :; done")
       assert message =~ ~r/maximum (command count|loop iterations)/
     end
 
     test "while true, counts uncapped: stopped by the wall-clock timeout" do
-      {{:error, message}, elapsed, _} =
+      {{:error, %{message: message}}, elapsed, _} =
         bounded_exec("while true; do :; done", limits: @uncapped ++ [timeout_ms: 500])
 
       assert message =~ "timeout"
@@ -69,7 +69,7 @@ defmodule ExBashkit.Reliability.ExhaustionTest do
     end
 
     test "nested loops cannot multiply their way past the total-iteration cap" do
-      {{:error, message}, _, _} =
+      {{:error, %{message: message}}, _, _} =
         bounded_exec(
           "for a in $(seq 1 1000); do for b in $(seq 1 1000); do :; done; done",
           limits: [
@@ -83,7 +83,9 @@ defmodule ExBashkit.Reliability.ExhaustionTest do
     end
 
     test "sleep past the timeout" do
-      {{:error, message}, elapsed, _} = bounded_exec("sleep 100000", limits: [timeout_ms: 300])
+      {{:error, %{message: message}}, elapsed, _} =
+        bounded_exec("sleep 100000", limits: [timeout_ms: 300])
+
       assert message =~ "timeout"
       assert elapsed < 10_000
     end
@@ -150,12 +152,12 @@ defmodule ExBashkit.Reliability.ExhaustionTest do
 
   describe "memory" do
     test "string doubling until memory runs out" do
-      {{:error, message}, _, _} = bounded_exec("x=a; while true; do x=$x$x; done")
+      {{:error, %{message: message}}, _, _} = bounded_exec("x=a; while true; do x=$x$x; done")
       assert message =~ "memory limit"
     end
 
     test "string doubling with every count uncapped still ends" do
-      {{:error, message}, _, _} =
+      {{:error, %{message: message}}, _, _} =
         bounded_exec("x=a; while true; do x=$x$x; done", limits: @uncapped ++ [timeout_ms: 5_000])
 
       assert message =~ ~r/memory|timeout/
@@ -257,7 +259,7 @@ defmodule ExBashkit.Reliability.ExhaustionTest do
     end
 
     test "an endless flood is stopped by the timeout" do
-      {{:error, message}, _, _} =
+      {{:error, %{message: message}}, _, _} =
         bounded_exec("while :; do echo xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; done",
           limits: @uncapped ++ [timeout_ms: 1_000]
         )
@@ -289,13 +291,13 @@ defmodule ExBashkit.Reliability.ExhaustionTest do
   describe "input" do
     test "a huge script is refused before it runs" do
       for size <- [10_000_001, 100_000_000] do
-        {{:error, message}, _, _} = bounded_exec(String.duplicate("#", size))
+        {{:error, %{message: message}}, _, _} = bounded_exec(String.duplicate("#", size))
         assert message =~ "input too large"
       end
     end
 
     test "a large script of many commands stops at the command fuel" do
-      {{:error, message}, _, _} = bounded_exec(String.duplicate(":\n", 4_500_000))
+      {{:error, %{message: message}}, _, _} = bounded_exec(String.duplicate(":\n", 4_500_000))
       assert message =~ "maximum command count"
     end
 
@@ -316,7 +318,7 @@ defmodule ExBashkit.Reliability.ExhaustionTest do
 
       case Session.exec(s, "wc -c", stdin: :binary.copy("z", 50_000_000)) do
         {:ok, r} -> assert r.stdout == "50000000\n"
-        {:error, message} -> assert message =~ "limit"
+        {:error, %{message: message}} -> assert message =~ "limit"
       end
 
       Health.assert_usable!(s)

@@ -86,7 +86,7 @@ defmodule ExBashkit.Reliability.LoadTest do
 
             case Session.exec(session, script) do
               {:ok, %Result{}} -> :ok
-              {:error, message} when is_binary(message) -> :ok
+              {:error, %ExBashkit.Error{message: message}} when is_binary(message) -> :ok
               other -> exit({:bad_outcome, script, other})
             end
           end

@@ -19,7 +19,7 @@ defmodule ExBashkit.Security.MountsTest do
   defp out(session, script) do
     case Session.exec(session, script) do
       {:ok, %Result{stdout: out, stderr: err}} -> out <> err
-      {:error, message} -> message
+      {:error, %{message: message}} -> message
     end
   end
 

@@ -341,7 +341,7 @@ defmodule ExBashkit.Test.FsModel do
   defp sh(s, script, stdin \\ "") do
     case Session.exec(s, script, stdin: stdin) do
       {:ok, %{exit_code: code, stdout: out}} -> {code, out}
-      {:error, message} -> {:exec_error, message}
+      {:error, %{message: message}} -> {:exec_error, message}
     end
   end
 end

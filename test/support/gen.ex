@@ -419,6 +419,30 @@ defmodule ExBashkit.Test.Gen do
     valid_or_not(valid, invalid)
   end
 
+  # An empty archive, or garbage bytes, `{:file, _}` of paths that do not
+  # exist, anything; reading is all a generated `:rootfs` does to the host.
+  defp option_value(:rootfs, _) do
+    empty = <<0::size(1024)-unit(8)>>
+    invalid = T.oneof([bytes(), T.tuple([const(:file), T.elements(["", "/nonexistent.tar"])])])
+    valid_or_not(T.elements([nil, empty]), T.oneof([invalid, T.any()]))
+  end
+
+  defp option_value(:base, _), do: valid_or_not(const(nil), T.any())
+
+  defp option_value(:commands, _),
+    do:
+      valid_or_not(
+        T.oneof([const(nil), const(allow: ["ls", "cat"]), const(deny: ["curl"])]),
+        T.oneof([T.list(T.tuple([T.elements([:allow, :deny]), T.any()])), T.any()])
+      )
+
+  defp option_value(:soft_delete, _),
+    do:
+      valid_or_not(
+        T.oneof([T.boolean(), const(trash: "/.bin")]),
+        T.oneof([T.list(T.tuple([const(:trash), T.any()])), T.any()])
+      )
+
   defp option_value(:isolation, _),
     do: valid_or_not(T.elements([:process, :in_node]), T.any())
 

@@ -107,7 +107,7 @@ defmodule ExBashkit.Server.Op do
   # counts from the call for `Session.exec/3`: time in the queue included.
   defp do_run({:exec, script, opts}, _from, arrived_ms, session, _server) do
     case remaining(opts, arrived_ms) do
-      :expired -> {:error, "execution timed out (the :timeout_ms passed in the server's queue)"}
+      :expired -> queue_timeout()
       opts -> Session.exec(session, script, opts)
     end
   end
@@ -117,7 +117,7 @@ defmodule ExBashkit.Server.Op do
 
     case remaining(opts, arrived_ms) do
       :expired ->
-        {:error, "execution timed out (the :timeout_ms passed in the server's queue)"}
+        queue_timeout()
 
       opts ->
         Session.exec(session, script, [{:stream_to, target} | opts])
@@ -164,4 +164,12 @@ defmodule ExBashkit.Server.Op do
     do: send(consumer, {tag, {:done, reply}})
 
   defp deliver(_request, from, reply), do: GenServer.reply(from, reply)
+
+  defp queue_timeout do
+    {:error,
+     %ExBashkit.Error{
+       reason: :timeout,
+       message: "execution timed out (the :timeout_ms passed in the server's queue)"
+     }}
+  end
 end

@@ -5,17 +5,39 @@ defmodule ExBashkit.Session.Exec do
   # the backend (in-node NIF or worker process), then wait in
   # `ExBashkit.Callbacks`, which also serves the script's back-calls.
 
-  alias ExBashkit.{Backend, Callbacks, Session}
-  alias ExBashkit.Session.Defaults
+  alias ExBashkit.{Backend, Callbacks, Error, Session}
+  alias ExBashkit.Session.{Defaults, Fs, StreamPump}
 
   @doc false
-  @spec run(Session.t(), term(), term()) :: {:ok, ExBashkit.Result.t()} | {:error, term()}
+  @spec run(Session.t(), term(), term()) :: {:ok, ExBashkit.Result.t()} | {:error, Error.t()}
   def run(%Session{} = session, script, opts) do
     script = script!(script, "exec/3")
     {call, forward} = exec_options!(opts)
 
-    with {:ok, ref, _id} <- submit(session, script, call) do
-      Callbacks.await(ref, callback_context(session), forwarder(forward))
+    run_call(session, script, call, forwarder(forward), fn _id -> :ok end)
+  end
+
+  @doc false
+  # Submit the validated `call` and wait for its outcome in this process
+  # (serving back-calls); `on_output` gets the streamed chunks, `on_submit`
+  # the exec's id (what `Backend.cancel_exec/3` takes) before the wait.
+  @spec run_call(
+          Session.t(),
+          String.t(),
+          map(),
+          (binary(), binary() -> any()),
+          (pos_integer() ->
+             any())
+        ) ::
+          {:ok, ExBashkit.Result.t()} | {:error, Error.t()}
+  def run_call(%Session{} = session, script, call, on_output, on_submit) do
+    case submit(session, script, call) do
+      {:ok, ref, id} ->
+        on_submit.(id)
+        Callbacks.await(ref, callback_context(session), on_output)
+
+      {:error, _} = error ->
+        Error.wrap(error)
     end
   end
 
@@ -30,24 +52,28 @@ defmodule ExBashkit.Session.Exec do
 
     {call, nil} = exec_options!(opts)
     context = callback_context(session)
+    # The exec is waited on (and its back-calls served) by a pump process,
+    # so that a slow consumer cannot stall the script's builtins.
+    cancel = &Backend.cancel_exec(session.resource, session.location, &1)
+    start = fn -> submit(session, script, %{call | stream: true}) end
 
     Stream.resource(
       fn ->
-        case submit(session, script, %{call | stream: true}) do
-          {:ok, ref, id} -> {:running, ref, id}
-          {:error, message} -> {:failed, message}
+        case StreamPump.start(start, context, cancel) do
+          {:ok, pump} -> {:running, pump}
+          {:error, _} = error -> {:failed, elem(Error.wrap(error), 1)}
         end
       end,
       fn
-        {:running, ref, id} ->
-          case Callbacks.next(ref, context) do
-            {:output, out, err} -> {chunks(out, err), {:running, ref, id}}
+        {:running, pump} ->
+          case StreamPump.next(pump) do
+            {:output, out, err} -> {chunks(out, err), {:running, pump}}
             {:done, {:ok, result}} -> {[{:exit, result.exit_code}], :done}
-            {:done, {:error, message}} -> {[{:error, message}], :done}
+            {:done, {:error, error}} -> {[{:error, error}], :done}
           end
 
-        {:failed, message} ->
-          {[{:error, message}], :done}
+        {:failed, error} ->
+          {[{:error, error}], :done}
 
         :done ->
           {:halt, :done}
@@ -55,9 +81,8 @@ defmodule ExBashkit.Session.Exec do
       fn
         # Halted early: stop the script and collect its answer, so nothing
         # is left behind in the mailbox.
-        {:running, ref, id} ->
-          Backend.cancel_exec(session.resource, session.location, id)
-          Callbacks.await(ref, context)
+        {:running, pump} ->
+          StreamPump.halt(pump, cancel)
 
         _ ->
           :ok
@@ -130,18 +155,20 @@ defmodule ExBashkit.Session.Exec do
 
   # `{native_call_options, forward_target | nil}`. Options may be a keyword
   # list or a map, like `new/1`'s.
-  defp exec_options!(opts) when is_map(opts), do: exec_options!(Map.to_list(opts))
+  @doc false
+  @spec exec_options!(term()) :: {map(), {pid(), term()} | nil}
+  def exec_options!(opts) when is_map(opts), do: exec_options!(Map.to_list(opts))
 
-  defp exec_options!(opts) when not is_list(opts),
+  def exec_options!(opts) when not is_list(opts),
     do:
       raise(ArgumentError, "exec options must be a keyword list or a map, got: #{inspect(opts)}")
 
-  defp exec_options!(opts) do
+  def exec_options!(opts) do
     call = %{stdin: nil, stream: false, timeout_ms: nil, track_changes: false}
 
     Enum.reduce(opts, {call, nil}, fn
       {:stdin, data}, {call, fwd} ->
-        case iodata_to_binary(data) do
+        case Fs.iodata_to_binary(data) do
           {:ok, bin} ->
             {%{call | stdin: bin}, fwd}
 
@@ -188,11 +215,5 @@ defmodule ExBashkit.Session.Exec do
     if String.valid?(script),
       do: :ok,
       else: {:error, "script is not valid UTF-8"}
-  end
-
-  defp iodata_to_binary(data) do
-    {:ok, IO.iodata_to_binary(data)}
-  rescue
-    ArgumentError -> :error
   end
 end

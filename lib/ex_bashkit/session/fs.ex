@@ -98,7 +98,11 @@ defmodule ExBashkit.Session.Fs do
 
   defp fs_path(path), do: raise(ArgumentError, "path must be a string, got: #{inspect(path)}")
 
-  defp iodata_to_binary(data) do
+  @doc false
+  # iodata as one binary, or `:error` for a term that is not iodata (the
+  # callers raise their own ArgumentError naming the argument).
+  @spec iodata_to_binary(term()) :: {:ok, binary()} | :error
+  def iodata_to_binary(data) do
     {:ok, IO.iodata_to_binary(data)}
   rescue
     ArgumentError -> :error

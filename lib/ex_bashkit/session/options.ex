@@ -46,7 +46,17 @@ defmodule ExBashkit.Session.Options do
       {"unlimited",
        "commands across every exec of the session, so work cannot dodge `:max_commands` " <>
          "by being split across calls."},
-    max_exec_calls: {"unlimited", "execs over the session's life."}
+    max_exec_calls: {"unlimited", "execs over the session's life."},
+    max_fs_bytes:
+      {"100,000,000",
+       "total bytes of all files in the in-memory filesystem; a write past it fails that " <>
+         "command (non-zero exit, stderr), as a full disk would. `state/1` reports " <>
+         "`fs_usage`."},
+    max_files: {"10,000", "files (directories excluded) in the in-memory filesystem, likewise."},
+    max_file_bytes:
+      {"10,000,000",
+       "size of one file in the in-memory filesystem; also bounds one read from a host " <>
+         "mount. Host mounts and `:virtual_fs` backends are not counted by the quotas."}
   ]
 
   @limit_keys Keyword.keys(@limits)
@@ -112,6 +122,34 @@ defmodule ExBashkit.Session.Options do
         doc:
           "files to seed into the virtual filesystem before the first call, creating " <>
             "parent directories as needed; the same as `write_file/3` for each entry."
+      },
+      %{
+        key: :rootfs,
+        type: "tar or tar.gz binary, or {:file, host_path}",
+        default: nil,
+        parse: &rootfs!/1,
+        native: true,
+        doc:
+          "an archive laid into the filesystem before `:files`: directories (empty ones " <>
+            "too), files with their modes, symlinks and hard links. The whole archive is " <>
+            "checked first; an invalid one, a member named absolutely or with `..`, a " <>
+            "relative symlink that climbs above `/`, a hard link to anything but an earlier " <>
+            "file of the archive, a device node, or an archive past the filesystem limits " <>
+            "raises `ArgumentError`, and no session exists. Absolute symlink targets are " <>
+            "kept (they name the session's own paths). Members under `dev/` and `proc/` are " <>
+            "skipped. `reset/1` lays it in again. See `export_tar/3` for the other direction."
+      },
+      %{
+        key: :base,
+        type: "ExBashkit.Image",
+        default: nil,
+        parse: &base!/1,
+        native: true,
+        doc:
+          "an image mounted copy-on-write under the session's own layer: reads see the " <>
+            "image, writes and deletes stay in this session, `reset/1` returns to the image, " <>
+            "and a snapshot holds only this session's layer plus the image's identity. Many " <>
+            "sessions share one copy of the image (see `ExBashkit.Image`)."
       },
       %{
         key: :mounts,
@@ -220,6 +258,31 @@ defmodule ExBashkit.Session.Options do
           "`true` (or `[name: ...]` / `[names: [...]]`) registers a sandboxed " <>
             "`python`/`python3` builtin that shares the session filesystem (see " <>
             "`ExBashkit.Python`)."
+      },
+      %{
+        key: :commands,
+        type: "[allow: names] or [deny: names]",
+        default: nil,
+        parse: &commands!/1,
+        native: true,
+        doc:
+          "the commands the session has. One outside the policy does not exist, on every " <>
+            "route to it (`command`, `env`, `xargs`, `find -exec`, `eval`, `bash -c`, " <>
+            "`source`, functions, aliases, `/usr/bin/NAME`, `timeout`, `time`): \"command " <>
+            "not found\", exit 127, and `which`/`type`/`command -v` do not list it. Custom " <>
+            "`:builtins` and `:python` obey it. The shell's own builtins (`cd`, `echo`, " <>
+            "`eval`, `source`, `bash`, ...) are always there; naming one raises `ArgumentError`."
+      },
+      %{
+        key: :soft_delete,
+        type: "boolean or [trash: path]",
+        default: false,
+        parse: &soft_delete!/1,
+        native: true,
+        doc:
+          "`true` (trash at `/.trash`) or `[trash: path]`: deletes and overwrites in the " <>
+            "in-memory filesystem keep the old content in the trash (see `trash/1` and " <>
+            "`undelete/2`). Host and `:virtual_fs` mounts are outside it: deletes there are real."
       },
       %{
         key: :isolation,
@@ -366,7 +429,10 @@ defmodule ExBashkit.Session.Options do
   # The one place this is decided.
   @spec inline?(map()) :: boolean()
   def inline?(native) do
-    match?(%{files: [], mounts: [], allowed_mount_paths: nil, cwd: "/"}, native) and
+    match?(
+      %{files: [], mounts: [], allowed_mount_paths: nil, cwd: "/", rootfs: nil, base: nil},
+      native
+    ) and
       native.python == [] and native.virtual_fs == [] and native.builtins == []
   end
 
@@ -525,7 +591,10 @@ defmodule ExBashkit.Session.Options do
     VfsPath.normalize(cwd)
   end
 
-  defp files!(files) do
+  @doc false
+  # `:files` (also `ExBashkit.Image.build/1`'s): `[{path, binary}]`.
+  @spec files!(term()) :: [{String.t(), binary()}]
+  def files!(files) do
     for {path, content} <- pairs!(files, :files) do
       # A keyword list (`files: ["/a.txt": "x"]`) has atom paths.
       path = if is_atom(path) and path != nil, do: Atom.to_string(path), else: path
@@ -552,6 +621,38 @@ defmodule ExBashkit.Session.Options do
     |> limits!()
     |> Map.update!(:timeout_ms, &Ceilings.session_timeout_ms!(&1, ceilings))
   end
+
+  @doc false
+  # `:rootfs` (also `ExBashkit.Image.build/1`'s): the archive's bytes, read
+  # here when given as `{:file, path}`. Its content is checked natively.
+  @spec rootfs!(term()) :: binary() | nil
+  def rootfs!(nil), do: nil
+  def rootfs!(tar) when is_binary(tar), do: tar
+
+  def rootfs!({:file, path}) when is_binary(path) do
+    case File.read(path) do
+      {:ok, tar} ->
+        tar
+
+      {:error, reason} ->
+        raise ArgumentError, ":rootfs file #{path}: #{:file.format_error(reason)}"
+    end
+  end
+
+  def rootfs!(other),
+    do:
+      raise(
+        ArgumentError,
+        ":rootfs must be a tar or tar.gz binary or {:file, path}, got: #{inspect(other)}"
+      )
+
+  # `:base`: the image travels as its id; `ExBashkit.Backend` brings the
+  # image itself where the session is built.
+  defp base!(nil), do: nil
+  defp base!(%ExBashkit.Image{} = image), do: image
+
+  defp base!(other),
+    do: raise(ArgumentError, ":base must be an ExBashkit.Image, got: #{inspect(other)}")
 
   defp limits!(limits) do
     given = pairs!(limits, :limits)
@@ -798,6 +899,87 @@ defmodule ExBashkit.Session.Options do
                 "rename the builtin or use python: [name: ...]"
     end
   end
+
+  # `[allow: names]` or `[deny: names]`, one of the two: which commands the
+  # session has (`native/ex_bashkit/src/policy.rs`). Shape here; a name that
+  # is a shell builtin (always present) is refused natively, where the list
+  # of them lives.
+  defp commands!(nil), do: nil
+
+  defp commands!(policy) when is_list(policy) do
+    case policy do
+      [allow: names] -> %{allow: command_names!(names, :allow), deny: []}
+      [deny: names] -> %{allow: nil, deny: command_names!(names, :deny)}
+      _ -> commands_shape_error!(policy)
+    end
+  end
+
+  defp commands!(other), do: commands_shape_error!(other)
+
+  defp commands_shape_error!(policy) do
+    raise ArgumentError,
+          ":commands must be [allow: [names]] or [deny: [names]] (one of the two), " <>
+            "got: #{inspect(policy)}"
+  end
+
+  defp command_names!(names, key) when is_list(names) do
+    Enum.map(names, fn
+      name when is_binary(name) ->
+        name = string!(name, ":commands #{key} name")
+
+        unless name =~ ~r/\A[A-Za-z0-9_][A-Za-z0-9_.+-]*\z/ or name in ["[", ".", ":"] do
+          raise ArgumentError,
+                ":commands #{key} name #{inspect(name)} is not a command name " <>
+                  "(no paths, spaces or shell syntax)"
+        end
+
+        name
+
+      other ->
+        raise ArgumentError,
+              ":commands #{key} names must be strings, got: #{inspect(other)}"
+    end)
+  end
+
+  defp command_names!(other, key),
+    do:
+      raise(
+        ArgumentError,
+        ":commands #{key} must be a list of command names, got: #{inspect(other)}"
+      )
+
+  # `true` (trash at /.trash), `[trash: path]`, or `false`: the trash
+  # directory, or nil. Deletes and overwrites then keep the old content
+  # there (`native/ex_bashkit/src/soft_delete.rs`).
+  @default_trash "/.trash"
+
+  defp soft_delete!(false), do: nil
+  defp soft_delete!(true), do: @default_trash
+
+  defp soft_delete!(opts) when is_list(opts) do
+    case opts do
+      [trash: path] ->
+        path = absolute_path!(path, ":soft_delete trash")
+        path = normalized_mount_path!(path, ":soft_delete trash")
+
+        if path == "/" do
+          raise ArgumentError, ":soft_delete trash cannot be /"
+        end
+
+        path
+
+      other ->
+        raise ArgumentError,
+              ":soft_delete must be a boolean or [trash: path], got: #{inspect(other)}"
+    end
+  end
+
+  defp soft_delete!(other),
+    do:
+      raise(
+        ArgumentError,
+        ":soft_delete must be a boolean or [trash: path], got: #{inspect(other)}"
+      )
 
   defp python!(false), do: []
   defp python!(true), do: ["python", "python3"]

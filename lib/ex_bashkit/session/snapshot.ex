@@ -6,26 +6,26 @@ defmodule ExBashkit.Session.Snapshot do
   #
   # Like `exec`, both wait for the session's interpreter lock on the Rust side
   # and answer with `{:ex_bashkit_reply, ref, outcome}`, so they run between
-  # scripts, in arrival order, and hold no scheduler while they wait.
+  # scripts, in arrival order, and hold no scheduler while they wait. Their
+  # `:timeout_ms`, caller-death and re-entrancy rules are those of
+  # `ExBashkit.Session.Lifecycle`.
 
-  alias ExBashkit.{Backend, Callbacks}
+  alias ExBashkit.Session.Lifecycle
 
   @doc false
   @spec take(ExBashkit.Session.t(), term()) :: {:ok, binary()} | {:error, String.t()}
   def take(session, opts) do
+    {call, opts} = Lifecycle.split_options!(opts, "snapshot/2")
     request = snapshot_options!(opts)
-
-    with {:ok, ref} <- Backend.submit(session.resource, session.location, :snapshot, [request]),
-         do: Callbacks.await_reply(ref)
+    Lifecycle.run(session, :snapshot, [request], call, "snapshot/2")
   end
 
   @doc false
   @spec restore(ExBashkit.Session.t(), binary(), term()) :: :ok | {:error, String.t()}
   def restore(session, bytes, opts) when is_binary(bytes) do
+    {call, opts} = Lifecycle.split_options!(opts, "restore/3")
     key = restore_options!(opts)
-
-    with {:ok, ref} <- Backend.submit(session.resource, session.location, :restore, [bytes, key]),
-         do: Callbacks.await_reply(ref)
+    Lifecycle.run(session, :restore, [bytes, key], call, "restore/3")
   end
 
   defp snapshot_options!(opts) do

@@ -55,7 +55,13 @@ defmodule ExBashkit.Shell.Context do
 
   @doc "Read the working directory back from the target, for the prompt."
   @spec refresh(t()) :: t()
-  def refresh(%__MODULE__{} = ctx), do: %{ctx | cwd: Target.state(ctx.target).cwd}
+  def refresh(%__MODULE__{} = ctx) do
+    # A target that cannot answer now keeps the prompt it had.
+    case Target.state(ctx.target) do
+      %{cwd: cwd} -> %{ctx | cwd: cwd}
+      {:error, _} -> ctx
+    end
+  end
 
   @doc """
   The prompt: `user@host:cwd$ ` in a terminal, nothing when piped.

@@ -119,8 +119,13 @@ defmodule ExBashkit.Shell.Meta do
   end
 
   defp describe_state(ctx) do
-    state = Target.state(ctx.target)
+    case Target.state(ctx.target) do
+      {:error, message} -> ["state unavailable: #{message}\n"]
+      state -> describe_state(ctx, state)
+    end
+  end
 
+  defp describe_state(ctx, state) do
     [
       "cwd: #{state.cwd}\n",
       "last exit code: #{ctx.last_exit}\n",

@@ -42,7 +42,7 @@ defmodule ExBashkit.Shell.Output do
   output state.
   """
   @spec exec(t(), Target.t(), String.t(), keyword()) ::
-          {{:ok, ExBashkit.Result.t()} | {:error, String.t()}, t()}
+          {{:ok, ExBashkit.Result.t()} | {:error, ExBashkit.Error.t() | String.t()}, t()}
   def exec(%__MODULE__{} = out, target, script, opts) do
     tag = make_ref()
     parent = self()

@@ -10,11 +10,12 @@ defprotocol ExBashkit.Shell.Target do
   """
 
   @doc "Run `script` like `ExBashkit.Session.exec/3` (options `:timeout_ms`, `:stream_to`, `:track_changes`)."
-  @spec exec(t(), String.t(), keyword()) :: {:ok, ExBashkit.Result.t()} | {:error, String.t()}
+  @spec exec(t(), String.t(), keyword()) ::
+          {:ok, ExBashkit.Result.t()} | {:error, ExBashkit.Error.t() | term()}
   def exec(target, script, opts)
 
-  @doc "The shell state map of `ExBashkit.Session.state/1`."
-  @spec state(t()) :: map()
+  @doc "The shell state map of `ExBashkit.Session.state/2`, or `{:error, message}`."
+  @spec state(t()) :: map() | {:error, String.t()}
   def state(target)
 
   @doc "Back to the state the target was built with (`ExBashkit.Session.reset/1`)."

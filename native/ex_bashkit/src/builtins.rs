@@ -1,7 +1,7 @@
 //! Custom builtins whose body is an Elixir function (`:builtins` option).
 //!
-//! The command's arguments, stdin and exported environment go to Elixir as
-//! `{:builtin, name, args, stdin, env}`; the answer becomes the command's
+//! The command's arguments, stdin, exported environment and working
+//! directory go to Elixir as `{:builtin, name, args, stdin, env, cwd}`; the answer becomes the command's
 //! stdout, stderr and exit code. A back-call that fails (interrupted, caller
 //! gone) fails only this command, the way a crashed program would.
 
@@ -30,6 +30,7 @@ struct BuiltinRequest<'c> {
     args: &'c [String],
     stdin: &'c [u8],
     env: &'c HashMap<String, String>,
+    cwd: String,
 }
 
 impl Request for BuiltinRequest<'_> {
@@ -40,6 +41,7 @@ impl Request for BuiltinRequest<'_> {
             Value::List(self.args.iter().map(Value::from).collect()),
             Value::bin(self.stdin),
             self.env.into(),
+            self.cwd.as_str().into(),
         ])
     }
 }
@@ -52,6 +54,7 @@ impl Builtin for ElixirBuiltin {
             args: ctx.args,
             stdin: ctx.stdin.map(|s| s.as_bytes()).unwrap_or(&[]),
             env: ctx.env,
+            cwd: ctx.cwd.to_string_lossy().into_owned(),
         };
         Ok(match self.channel.call(&request).await {
             Ok(Answer::Command {

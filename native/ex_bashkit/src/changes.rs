@@ -8,7 +8,10 @@
 //! Covered: the in-memory filesystem and host mounts; skipped: the synthetic
 //! `/proc`, `/dev`, `/sys` and `virtual_fs` mounts (listing those would call
 //! the backend). A rewrite with identical content counts as modified (its
-//! mtime moved), as with any mtime-based tool.
+//! mtime moved), as with any mtime-based tool. Bounded: both listings stop
+//! at the exec's deadline (or a cancel), and the change set then says it is
+//! incomplete, so a large host mount cannot stretch an exec past its
+//! timeout.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -36,13 +39,20 @@ pub struct Changes {
     pub created: Vec<String>,
     pub modified: Vec<String>,
     pub deleted: Vec<String>,
-    /// False when a listing hit `MAX_SCAN_ENTRIES`.
+    /// False when a listing was cut: it hit `MAX_SCAN_ENTRIES`, or the
+    /// exec's deadline (or a cancel) came while it ran.
     pub complete: bool,
 }
 
 /// List every file of `fs`, skipping `skip` (mount points) and the
-/// synthetic directories.
-pub async fn scan(fs: &Arc<dyn FileSystem>, skip: &[String]) -> Listing {
+/// synthetic directories. `stop` is asked before each directory: once it
+/// says so (the exec's deadline passed, or it was cancelled), the listing
+/// ends there, marked incomplete.
+pub async fn scan(
+    fs: &Arc<dyn FileSystem>,
+    skip: &[String],
+    stop: &(dyn Fn() -> bool + Sync),
+) -> Listing {
     let mut listing = Listing {
         files: HashMap::new(),
         complete: true,
@@ -50,6 +60,10 @@ pub async fn scan(fs: &Arc<dyn FileSystem>, skip: &[String]) -> Listing {
     let mut pending = vec![PathBuf::from("/")];
     let mut seen = 0usize;
     while let Some(dir) = pending.pop() {
+        if stop() {
+            listing.complete = false;
+            return listing;
+        }
         let Ok(entries) = fs.read_dir(&dir).await else {
             continue;
         };
@@ -146,12 +160,15 @@ mod tests {
             fs.write_file(Path::new("/data/sub/f"), b"x").await.unwrap();
             fs.mkdir(Path::new("/skipme"), true).await.unwrap();
             fs.write_file(Path::new("/skipme/g"), b"y").await.unwrap();
-            let first = scan(&fs, &["/skipme".to_string()]).await;
+            let first = scan(&fs, &["/skipme".to_string()], &|| false).await;
             assert!(first.files.contains_key("/data/sub/f"));
             assert!(!first.files.keys().any(|k| k.starts_with("/skipme")));
             assert!(!first.files.keys().any(|k| k.starts_with("/proc")));
             // Nothing happened in between: nothing changed.
-            let second = scan(&fs, &["/skipme".to_string()]).await;
+            let second = scan(&fs, &["/skipme".to_string()], &|| false).await;
+            // A scan told to stop lists nothing and says it is incomplete.
+            let cut = scan(&fs, &[], &|| true).await;
+            assert!(!cut.complete && cut.files.is_empty());
             assert_eq!(
                 diff(&first, &second),
                 Changes {

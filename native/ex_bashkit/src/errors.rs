@@ -10,30 +10,66 @@ pub fn describe(error: &Error) -> String {
     match error {
         Error::ResourceLimit(limit) => describe_limit(limit),
         Error::Cancelled => "execution cancelled".to_string(),
-        other => other.to_string(),
+        other => match session_limit_key(other) {
+            Some(key) => format!("{other} (raise limits: [{key}: ...])"),
+            None => other.to_string(),
+        },
+    }
+}
+
+/// bashkit reports its cumulative session caps as execution errors, not
+/// `ResourceLimit`s: the `:limits` key they correspond to, read from the
+/// text (pinned by `session_caps_name_their_key` below).
+pub fn session_limit_key(error: &Error) -> Option<&'static str> {
+    match error {
+        Error::Execution(text) if text.contains("session exec() call limit exceeded") => {
+            Some("max_exec_calls")
+        }
+        Error::Execution(text) if text.contains("session command limit exceeded") => {
+            Some("max_total_commands")
+        }
+        _ => None,
     }
 }
 
 fn describe_limit(limit: &LimitExceeded) -> String {
-    let hint = match limit {
-        LimitExceeded::MaxCommands(_) => " (raise limits: [max_commands: ...])",
-        LimitExceeded::MaxLoopIterations(_) => " (raise limits: [max_loop_iterations: ...])",
-        LimitExceeded::MaxTotalLoopIterations(_) => {
-            " (raise limits: [max_total_loop_iterations: ...])"
+    if let LimitExceeded::Timeout(after)
+    | LimitExceeded::ExecutionBudget(bashkit::ExecutionBudgetExceeded::Deadline {
+        limit: after,
+    }) = limit
+    {
+        return format!(
+            "execution timed out after {} ms (raise limits: [timeout_ms: ...])",
+            after.as_millis()
+        );
+    }
+    let hint = match (limit, limit_key(limit)) {
+        (LimitExceeded::MaxFunctionDepth(_), Some(key)) => {
+            format!(" (infinite recursion? see limits: [{key}: ...])")
         }
-        LimitExceeded::MaxFunctionDepth(_) => {
-            " (infinite recursion? see limits: [max_function_depth: ...])"
-        }
-        LimitExceeded::Timeout(_) => " (see limits: [timeout_ms: ...])",
-        LimitExceeded::InputTooLarge(_, _) => " (see limits: [max_input_bytes: ...])",
-        LimitExceeded::SessionMaxCommands(_) => " (see limits: [max_total_commands: ...])",
-        LimitExceeded::SessionMaxExecCalls(_) => " (see limits: [max_exec_calls: ...])",
-        LimitExceeded::ExecutionBudget(bashkit::ExecutionBudgetExceeded::Deadline { .. }) => {
-            " (see limits: [timeout_ms: ...])"
-        }
-        _ => "",
+        (_, Some(key)) => format!(" (raise limits: [{key}: ...])"),
+        (_, None) => String::new(),
     };
     format!("resource limit exceeded: {limit}{hint}")
+}
+
+/// The `:limits` key of `ExBashkit.Session.new/1` that governs `limit`, or
+/// `None` for bashkit's fixed guards (parser fuel, nesting depths, memory).
+pub fn limit_key(limit: &LimitExceeded) -> Option<&'static str> {
+    Some(match limit {
+        LimitExceeded::MaxCommands(_) => "max_commands",
+        LimitExceeded::MaxLoopIterations(_) => "max_loop_iterations",
+        LimitExceeded::MaxTotalLoopIterations(_) => "max_total_loop_iterations",
+        LimitExceeded::MaxFunctionDepth(_) => "max_function_depth",
+        LimitExceeded::Timeout(_) => "timeout_ms",
+        LimitExceeded::InputTooLarge(_, _) => "max_input_bytes",
+        LimitExceeded::SessionMaxCommands(_) => "max_total_commands",
+        LimitExceeded::SessionMaxExecCalls(_) => "max_exec_calls",
+        LimitExceeded::ExecutionBudget(bashkit::ExecutionBudgetExceeded::Deadline { .. }) => {
+            "timeout_ms"
+        }
+        _ => return None,
+    })
 }
 
 /// Describe a filesystem error for the filesystem API (`read_file/2`, ...).
@@ -90,8 +126,21 @@ mod tests {
         let msg = describe(&Error::ResourceLimit(LimitExceeded::Timeout(
             Duration::from_millis(20),
         )));
-        assert!(msg.contains("timeout"), "{msg}");
-        assert!(msg.contains("timeout_ms"), "{msg}");
+        assert_eq!(
+            msg,
+            "execution timed out after 20 ms (raise limits: [timeout_ms: ...])"
+        );
+        let msg = describe(&Error::ResourceLimit(LimitExceeded::SessionMaxExecCalls(3)));
+        assert!(msg.contains("raise limits: [max_exec_calls: ...]"), "{msg}");
+    }
+
+    #[test]
+    fn session_caps_name_their_key() {
+        let err = Error::Execution("session exec() call limit exceeded (1 calls)".into());
+        assert_eq!(session_limit_key(&err), Some("max_exec_calls"));
+        assert!(describe(&err).ends_with("(raise limits: [max_exec_calls: ...])"));
+        let err = Error::Execution("session command limit exceeded (9 total commands)".into());
+        assert_eq!(session_limit_key(&err), Some("max_total_commands"));
     }
 
     #[test]

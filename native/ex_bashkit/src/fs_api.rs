@@ -99,10 +99,16 @@ pub fn stat(fs: &Arc<dyn FileSystem>, path: &str) -> FsResult<(&'static str, u64
 /// One filesystem request, as both transports carry it:
 /// `{:read, path}`, `{:write, path, content}`, `{:list, path}`,
 /// `{:mkdir, path, parents}`, `{:remove, path, recursive}`,
-/// `{:rename, from, to}`, `{:stat, path}`. The answer is `:ok`,
-/// `{:ok, data | [{name, kind}] | {kind, size}}` or `{:error, message}`.
-/// Blocks the calling thread until the filesystem answers.
-pub fn call(fs: &Arc<dyn FileSystem>, request: &Value) -> Value {
+/// `{:rename, from, to}`, `{:stat, path}`, and for a session with
+/// `:soft_delete` (its trash directory is `trash`) `{:trash}` and
+/// `{:undelete, path}` (see `soft_delete.rs`). The answer is `:ok`,
+/// `{:ok, data | [{name, kind}] | {kind, size} | entries}` or
+/// `{:error, message | atom}`. Blocks the calling thread until the
+/// filesystem answers.
+pub fn call(fs: &Arc<dyn FileSystem>, trash: Option<&str>, request: &Value) -> Value {
+    if let Some(answer) = crate::soft_delete::call(fs, trash, request) {
+        return answer;
+    }
     match dispatch(fs, request) {
         Ok(value) => value,
         Err(message) => Value::error(message),
@@ -138,7 +144,11 @@ fn dispatch(fs: &Arc<dyn FileSystem>, request: &Value) -> FsResult<Value> {
 #[rustler::nif(schedule = "DirtyIo")]
 fn fs_call<'a>(env: Env<'a>, handle: ResourceArc<SessionResource>, request: Term<'a>) -> Term<'a> {
     let answer = match Value::from_term(request) {
-        Ok(request) => call(&handle.session.fs(), &request),
+        Ok(request) => call(
+            &handle.session.fs(),
+            handle.session.config().soft_delete.as_deref(),
+            &request,
+        ),
         Err(message) => Value::error(message),
     };
     answer.to_term(env)

@@ -27,7 +27,8 @@
 //!   for a real mount point);
 //! * symlink targets are shown as sandbox paths: an absolute host target
 //!   inside the mount is rewritten to the path the sandbox sees, one outside
-//!   it is not shown at all (the link reads as unreadable);
+//!   it is not shown at all (the link reads as dangling: "No such file or
+//!   directory", the 404 principle);
 //! * a file larger than the session's `max_file_size` is refused before any
 //!   byte is read, and FIFOs, sockets and devices are never read.
 
@@ -326,10 +327,9 @@ impl HostFs {
         match lexical.strip_prefix(&self.host_root) {
             Ok(inside) if inside.as_os_str().is_empty() => Ok(self.vfs_root.clone()),
             Ok(inside) => Ok(self.vfs_root.join(inside)),
-            Err(_) => Err(IoError::new(
-                ErrorKind::PermissionDenied,
-                "symlink points outside the mount (its target is not shown)",
-            )),
+            // The 404 principle: what lies outside every mount is absent,
+            // not forbidden ("not found" is rendered as the errno's text).
+            Err(_) => Err(IoError::new(ErrorKind::NotFound, "not found")),
         }
     }
 
@@ -410,10 +410,8 @@ fn components(path: &Path) -> std::io::Result<Vec<&OsStr>> {
             Component::RootDir | Component::CurDir => {}
             Component::Normal(name) => out.push(name),
             Component::ParentDir | Component::Prefix(_) => {
-                return Err(IoError::new(
-                    ErrorKind::PermissionDenied,
-                    "path escapes the mount root",
-                ))
+                // Outside the mount: absent (the 404 principle).
+                return Err(IoError::new(ErrorKind::NotFound, "not found"));
             }
         }
     }
@@ -906,7 +904,7 @@ mod tests {
         let read = |p: &str| crate::runtime::block_on(host.read_link(Path::new(p)));
         assert_eq!(read("/in").unwrap(), PathBuf::from("/m/sub/f"));
         assert_eq!(read("/rel").unwrap(), PathBuf::from("sub/f"));
-        assert_eq!(io_kind(read("/out")), ErrorKind::PermissionDenied);
+        assert_eq!(io_kind(read("/out")), ErrorKind::NotFound);
     }
 
     #[test]

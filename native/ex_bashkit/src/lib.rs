@@ -18,10 +18,13 @@ mod fs_api;
 mod guard;
 mod host_fs;
 mod interrupt;
+mod lifecycle;
 mod mounts;
 mod net;
 mod options;
+mod outcome;
 mod parse;
+mod policy;
 mod python;
 mod reply;
 mod runner;
@@ -30,8 +33,16 @@ mod runtime_mounts;
 mod search;
 mod session;
 mod snapshot;
+mod soft_delete;
 mod strict_commands;
 mod watchdog;
+
+// Tar images and shared base images (`rootfs:`, `export_tar`, `base:`).
+mod base_layer;
+mod base_snapshot;
+mod export;
+mod image;
+mod tar_io;
 
 // Back-calls into Elixir, and their two users.
 mod builtins;

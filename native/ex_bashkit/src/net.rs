@@ -1,7 +1,9 @@
-//! Network access (`:allow_net`, `:block_private_ips`) mapped onto bashkit's
-//! `NetworkAllowlist`, which implements the policy: default deny, scheme +
-//! host + port + path-prefix matching, private/reserved IPs refused before
-//! and at connect time, no automatic redirects.
+//! Network access (`:allow_net`, `:block_private_ips`): bashkit's
+//! `NetworkAllowlist` is the policy (default deny, scheme + host + port +
+//! path-prefix matching, private/reserved IPs refused before and at connect
+//! time, no automatic redirects), enforced in `AbsentTransport`, the
+//! transport every request of a session goes through, so that a refusal
+//! reads as absence (the 404 principle; see `AbsentTransport`).
 //!
 //! Patterns are checked here with the same URL parser bashkit matches with
 //! (`url`): a pattern it cannot parse would otherwise be kept and silently
@@ -11,21 +13,25 @@
 //! bashkit matches a request's path prefix on the *encoded* path, while the
 //! server decodes it: `/allowed/..%2fsecret.txt` passes the prefix check and
 //! the server serves `/secret.txt`. So every request (each redirect hop
-//! included) also goes through `path_guard`, a `before_http` hook that
-//! refuses paths with encoded separators or dots, where the encoded and the
-//! decoded path could name different resources.
+//! included) is also checked by `ambiguous_path`, which turns away paths
+//! with encoded separators or dots, where the encoded and the decoded path
+//! could name different resources.
 
-use bashkit::hooks::{HookAction, HttpRequestEvent, Interceptor};
-use bashkit::NetworkAllowlist;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bashkit::{
+    HttpClient, HttpResponse, HttpTransport, HttpTransportError, HttpTransportRequest,
+    NetworkAllowlist,
+};
 use url::Url;
 
 use crate::options::SessionConfig;
 
-/// The allowlist a session gets. Without `:allow_net` it is an empty one,
-/// which refuses every URL: with no allowlist at all, bashkit's `http`
-/// builtin prints "network access not configured" on stdout and exits 0,
-/// where a script must see a failure.
-pub fn allowlist(config: &SessionConfig) -> Result<NetworkAllowlist, String> {
+/// The policy a session's requests are checked against: the user's
+/// patterns (none: every URL refused; `:all`: any URL), private addresses
+/// refused unless `block_private_ips: false`.
+pub fn policy(config: &SessionConfig) -> Result<NetworkAllowlist, String> {
     let allowlist = if config.allow_all_net {
         NetworkAllowlist::allow_all()
     } else {
@@ -39,19 +45,152 @@ pub fn allowlist(config: &SessionConfig) -> Result<NetworkAllowlist, String> {
     Ok(allowlist.block_private_ips(config.block_private_ips))
 }
 
-/// The `before_http` hook that refuses ambiguous request paths, for a
-/// session with an `:allow_net` list (with `:all` there is no path prefix to
-/// escape; without `:allow_net` nothing is sent).
-pub fn path_guard(config: &SessionConfig) -> Option<Interceptor<HttpRequestEvent>> {
-    if config.allow_all_net || config.allow_net.as_ref().is_none_or(Vec::is_empty) {
-        return None;
-    }
-    Some(Box::new(|request: HttpRequestEvent| {
-        match ambiguous_path(&request.url) {
-            Some(why) => HookAction::Cancel(why),
-            None => HookAction::Continue(request),
-        }
+/// The allowlist bashkit's own client gets: everything, no private-address
+/// precheck. Both are enforced one step later by `AbsentTransport`, which
+/// answers a refusal as absence (the 404 principle) where bashkit's client
+/// would say "access denied". (Without any allowlist bashkit's `http` would
+/// print "network access not configured" and exit 0.)
+pub fn allowlist(config: &SessionConfig) -> Result<NetworkAllowlist, String> {
+    policy(config)?;
+    Ok(NetworkAllowlist::allow_all().block_private_ips(false))
+}
+
+/// The transport every request of a session goes through.
+pub fn transport(config: &SessionConfig) -> Result<Arc<dyn HttpTransport>, String> {
+    // Patterns only: the private-address rule is the inner client's, applied
+    // to resolved addresses too.
+    let policy = policy(config)?.block_private_ips(false);
+    let hosts = if config.allow_all_net {
+        Vec::new()
+    } else {
+        config
+            .allow_net
+            .iter()
+            .flatten()
+            .filter_map(|p| Url::parse(p).ok().map(|u| origin(&u)))
+            .collect()
+    };
+    let inner =
+        HttpClient::new(NetworkAllowlist::allow_all().block_private_ips(config.block_private_ips));
+    Ok(Arc::new(AbsentTransport {
+        policy,
+        hosts,
+        inner,
     }))
+}
+
+/// The 404 principle for the network: what the policy refuses reads as
+/// absent, never as refused. A host no `:allow_net` pattern names, and one
+/// that is (or resolves to) a private address while those are blocked,
+/// fail like a host that does not resolve ("Could not resolve host: NAME",
+/// the same message and exit status as a name DNS does not know); a path
+/// outside the allowed prefixes of an allowed host, or one whose decoded
+/// form is ambiguous (see `ambiguous_path`), gets a `404 Not Found`.
+/// Allowed requests go to a bashkit client that applies the private-address
+/// rules again at connect time (its resolver filters them).
+pub struct AbsentTransport {
+    /// The `:allow_net` patterns (private addresses not checked here).
+    policy: NetworkAllowlist,
+    /// `scheme://host:port` of every pattern (empty with `:all`).
+    hosts: Vec<String>,
+    inner: HttpClient,
+}
+
+fn origin(url: &Url) -> String {
+    format!(
+        "{}://{}:{}",
+        url.scheme(),
+        url.host_str().unwrap_or(""),
+        url.port_or_known_default().unwrap_or(0)
+    )
+}
+
+fn unresolvable(url: &str) -> HttpTransportError {
+    let host = Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+        .unwrap_or_default();
+    HttpTransportError::Transport(format!("Could not resolve host: {host}"))
+}
+
+fn not_found() -> HttpResponse {
+    HttpResponse {
+        status: 404,
+        headers: vec![("content-type".into(), "text/plain".into())],
+        body: b"Not Found\n".to_vec(),
+    }
+}
+
+fn whole_seconds(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+#[async_trait::async_trait]
+impl HttpTransport for AbsentTransport {
+    async fn execute(
+        &self,
+        request: HttpTransportRequest,
+    ) -> Result<HttpResponse, HttpTransportError> {
+        let url = request.url.as_str();
+        let Ok(parsed) = Url::parse(url) else {
+            return Err(HttpTransportError::Transport(format!("invalid URL: {url}")));
+        };
+        if !self.policy.is_allowed(url) {
+            let host_allowed = self.hosts.contains(&origin(&parsed));
+            return if host_allowed {
+                Ok(not_found())
+            } else {
+                Err(unresolvable(url))
+            };
+        }
+        if !self.hosts.is_empty() && ambiguous_path(url).is_some() {
+            return Ok(not_found());
+        }
+        let answer = self
+            .inner
+            .request_with_timeouts(
+                request.method,
+                url,
+                request.body.as_deref(),
+                &request.headers,
+                Some(whole_seconds(request.timeout)),
+                request.connect_timeout.map(whole_seconds),
+            )
+            .await;
+        let error = match answer {
+            Ok(response) => return Ok(response),
+            Err(error) => error,
+        };
+        let message = match &error {
+            bashkit::Error::Network(m) => m.clone(),
+            other => other.to_string(),
+        };
+        let lower = message.to_ascii_lowercase();
+        // A name DNS does not know fails the same way as a refused host
+        // (bashkit words it "request failed: error sending request").
+        let unknown_name = match parsed.host() {
+            Some(url::Host::Domain(name)) => {
+                let port = parsed.port_or_known_default().unwrap_or(80);
+                tokio::net::lookup_host((name, port)).await.is_err()
+            }
+            _ => false,
+        };
+        Err(
+            if lower.contains("access denied")
+                || lower.contains("dns")
+                || lower.contains("resolve")
+                || unknown_name
+            {
+                unresolvable(url)
+            } else if lower.contains("timed out") || lower.contains("timeout") {
+                HttpTransportError::Timeout
+            } else if let Some(rest) = message.strip_prefix("response too large: ") {
+                HttpTransportError::TooLarge(rest.to_string())
+            } else {
+                HttpTransportError::Transport(message)
+            },
+        )
+    }
 }
 
 /// How many rounds of percent-decoding are checked (a server, or a proxy
@@ -234,8 +373,8 @@ mod tests {
     }
 
     #[test]
-    fn no_allow_net_is_an_empty_allowlist_that_refuses_everything() {
-        let list = allowlist(&SessionConfig::default()).unwrap();
+    fn no_allow_net_is_an_empty_policy_that_refuses_everything() {
+        let list = policy(&SessionConfig::default()).unwrap();
         assert!(!list.is_allowed("https://example.com/"));
         assert!(list.is_blocking_private_ips());
     }

@@ -10,12 +10,16 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bashkit::{Bash, ExecutionLimits, FileSystem, SessionLimits};
+use bashkit::{Bash, ExecutionLimits, FileSystem, FsLimits, InMemoryFs, SessionLimits};
+
+use crate::base_layer::BaseLayer;
+use crate::image::BaseImage;
 
 use crate::builtins::ElixirBuiltin;
 use crate::callbacks::CallbackChannel;
 use crate::from_map;
 use crate::interrupt::{Interrupt, InterruptibleSleep};
+use crate::policy::{CommandPolicy, Permits};
 use crate::value::Bytes;
 use crate::vfs::ElixirFs;
 
@@ -33,6 +37,10 @@ pub struct Limits {
     pub max_stderr_bytes: Option<u64>,
     pub max_total_commands: Option<u64>,
     pub max_exec_calls: Option<u64>,
+    /// The in-memory filesystem's quotas (bashkit's `FsLimits`).
+    pub max_fs_bytes: Option<u64>,
+    pub max_files: Option<u64>,
+    pub max_file_bytes: Option<u64>,
 }
 from_map!(Limits {
     max_commands,
@@ -45,6 +53,9 @@ from_map!(Limits {
     max_stderr_bytes,
     max_total_commands,
     max_exec_calls,
+    max_fs_bytes,
+    max_files,
+    max_file_bytes,
 });
 
 /// One host directory mount.
@@ -78,6 +89,14 @@ pub struct SessionConfig {
     pub builtins: Vec<String>,
     pub virtual_fs: Vec<String>,
     pub python: Vec<String>,
+    /// `rootfs:`: a tar (or tar.gz) laid into the filesystem before `:files`.
+    pub rootfs: Option<Bytes>,
+    /// `base:`: the image mounted copy-on-write under the session's layer.
+    pub base: Option<BaseImage>,
+    /// `:commands`: which commands exist (`policy.rs`); `None`: all.
+    pub commands: Option<CommandPolicy>,
+    /// `:soft_delete`: the trash directory, or `None` (deletes are real).
+    pub soft_delete: Option<String>,
 }
 from_map!(SessionConfig {
     env,
@@ -94,6 +113,10 @@ from_map!(SessionConfig {
     builtins,
     virtual_fs,
     python,
+    rootfs,
+    base,
+    commands,
+    soft_delete,
 });
 
 /// A minimal configuration for unit tests. The product's defaults are
@@ -117,6 +140,54 @@ impl Default for SessionConfig {
             builtins: Vec::new(),
             virtual_fs: Vec::new(),
             python: Vec::new(),
+            rootfs: None,
+            base: None,
+            commands: None,
+            soft_delete: None,
+        }
+    }
+}
+
+/// The session's own filesystem layer, below bashkit's system layer
+/// (`/etc`, `/proc`, command stubs) and mounts: what snapshots hold and
+/// `export_tar` walks.
+#[derive(Clone)]
+pub enum Layer {
+    Plain(Arc<InMemoryFs>),
+    Base(Arc<BaseLayer>),
+}
+
+impl Layer {
+    /// A fresh layer for `config`: an in-memory filesystem with the
+    /// session's quotas (`:limits` `max_fs_bytes`, ...) and the user's home,
+    /// as `Bash::builder()` makes it, or an overlay over the base image
+    /// (whose quotas are the image's).
+    pub fn new(config: &SessionConfig) -> Self {
+        match &config.base {
+            Some(BaseImage(image)) => Layer::Base(Arc::new(BaseLayer::new(
+                Arc::clone(image),
+                &config.username,
+            ))),
+            None => {
+                let fs = InMemoryFs::with_limits(fs_limits(&config.limits));
+                fs.add_dir(format!("/home/{}", config.username), 0o755);
+                Layer::Plain(Arc::new(fs))
+            }
+        }
+    }
+
+    pub fn fs(&self) -> Arc<dyn FileSystem> {
+        match self {
+            Layer::Plain(fs) => Arc::clone(fs) as Arc<dyn FileSystem>,
+            Layer::Base(layer) => Arc::clone(layer) as Arc<dyn FileSystem>,
+        }
+    }
+
+    /// The overlay, when the session has a base image.
+    pub fn base(&self) -> Option<&Arc<BaseLayer>> {
+        match self {
+            Layer::Base(layer) => Some(layer),
+            Layer::Plain(_) => None,
         }
     }
 }
@@ -155,6 +226,22 @@ pub fn execution_limits(limits: &Limits) -> ExecutionLimits {
     out
 }
 
+/// The in-memory filesystem's quotas with the user's overrides applied
+/// (host mounts and `:virtual_fs` backends are not counted).
+pub fn fs_limits(limits: &Limits) -> FsLimits {
+    let mut out = FsLimits::new();
+    if let Some(v) = limits.max_fs_bytes {
+        out = out.max_total_bytes(v);
+    }
+    if let Some(v) = limits.max_files {
+        out = out.max_file_count(v);
+    }
+    if let Some(v) = limits.max_file_bytes {
+        out = out.max_file_size(v);
+    }
+    out
+}
+
 /// Cumulative limits across every exec of one session. Unset means
 /// unlimited: bashkit's default of 1000 exec calls would otherwise break a
 /// long-lived session without warning.
@@ -180,28 +267,54 @@ pub fn build_bash(
     channel: Option<&Arc<CallbackChannel>>,
     interrupt: Option<&Arc<Interrupt>>,
 ) -> Result<Bash, String> {
+    build_bash_on(config, channel, interrupt, &Layer::new(config))
+}
+
+/// `build_bash` over a given filesystem layer (sessions keep the layer).
+pub fn build_bash_on(
+    config: &SessionConfig,
+    channel: Option<&Arc<CallbackChannel>>,
+    interrupt: Option<&Arc<Interrupt>>,
+    layer: &Layer,
+) -> Result<Bash, String> {
+    // Soft delete wraps the session's layer, so every command's deletes
+    // (and `Session.trash/1`) see the same trash.
+    let fs = match &config.soft_delete {
+        Some(trash) => Arc::new(crate::soft_delete::SoftDeleteFs::new(layer.fs(), trash))
+            as Arc<dyn FileSystem>,
+        None => layer.fs(),
+    };
     let mut builder = Bash::builder()
+        .fs(fs)
         .cwd(&config.cwd)
         .username(&config.username)
         .hostname(&config.hostname)
         .limits(execution_limits(&config.limits))
-        .session_limits(session_limits(&config.limits));
+        .session_limits(session_limits(&config.limits))
+        .filesystem_limits(fs_limits(&config.limits));
     for (key, value) in &config.env {
         builder = builder.env(key, value);
     }
-    builder = builder.network(crate::net::allowlist(config)?);
-    if let Some(guard) = crate::net::path_guard(config) {
-        builder = builder.before_http(guard);
-    }
+    builder = builder
+        .network(crate::net::allowlist(config)?)
+        .http_transport(crate::net::transport(config)?);
+    // The command policy: bashkit's commands outside it are filtered out of
+    // the table, ours are not registered (see `policy.rs` for why that
+    // covers every route to a command).
+    let permits = Permits::new(config.commands.as_ref())?;
+    let keep = permits.clone();
+    builder = builder.builtin_filter(move |name| keep.permits(name));
     for (name, command) in crate::strict_commands::all() {
-        builder = builder.builtin(name, command);
+        if permits.permits(name) {
+            builder = builder.builtin(name, command);
+        }
     }
-    if let Some(interrupt) = interrupt {
+    if let Some(interrupt) = interrupt.filter(|_| permits.permits("sleep")) {
         let sleep = InterruptibleSleep::new(Arc::clone(interrupt));
         builder = builder.builtin("sleep", Box::new(sleep));
     }
     if let Some(channel) = channel {
-        for name in &config.builtins {
+        for name in config.builtins.iter().filter(|n| permits.permits(n)) {
             let builtin = ElixirBuiltin::new(name.clone(), Arc::clone(channel));
             builder = builder.builtin(name, Box::new(builtin));
         }
@@ -209,7 +322,7 @@ pub fn build_bash(
     if !crate::runtime::in_worker() {
         builder = builder.before_tool(Box::new(crate::bombs::refuse));
     }
-    builder = crate::python::register(builder, config);
+    builder = crate::python::register(builder, config, &permits);
     let mut bash = builder.build();
     crate::python::hide_opt_in(&mut bash, config);
     enable_alias_expansion(&mut bash);
@@ -222,6 +335,7 @@ pub fn needs_prepare(config: &SessionConfig) -> bool {
     !config.mounts.is_empty()
         || !config.files.is_empty()
         || !config.virtual_fs.is_empty()
+        || config.rootfs.is_some()
         || config.cwd != "/"
 }
 
@@ -262,6 +376,12 @@ async fn prepare_with(
     seed: Seed,
 ) -> Result<(), String> {
     crate::mounts::apply(bash, &config.mounts, config.allowed_mount_paths.as_deref()).await?;
+    if let Some(Bytes(tar)) = &config.rootfs {
+        let entries = crate::tar_io::parse(tar, &bashkit::FsLimits::default())
+            .map_err(|e| format!(":rootfs: {e}"))?;
+        crate::tar_io::overlay_entries(bash.fs().as_ref(), entries)
+            .map_err(|e| format!(":rootfs: {e}"))?;
+    }
     seed_files(&bash.fs(), config, seed).await?;
     if let Some(channel) = channel {
         for mount in &config.virtual_fs {

@@ -16,6 +16,7 @@
 use bashkit::{Bash, BashBuilder, Python, PythonLimits};
 
 use crate::options::SessionConfig;
+use crate::policy::Permits;
 
 /// The variable bashkit reads at build time to allow in-process Python.
 pub const OPT_IN: &str = "BASHKIT_ALLOW_INPROCESS_PYTHON";
@@ -26,11 +27,21 @@ pub const OPT_IN: &str = "BASHKIT_ALLOW_INPROCESS_PYTHON";
 /// recursion 200). bashkit clamps the wall-clock budget to what is left of
 /// the session's `timeout_ms` on every call, so the session's limits bound
 /// Python too.
-pub fn register(mut builder: BashBuilder, config: &SessionConfig) -> BashBuilder {
-    if config.python.is_empty() {
+/// Names outside the command policy (`permits`) are not registered.
+pub fn register(
+    mut builder: BashBuilder,
+    config: &SessionConfig,
+    permits: &Permits,
+) -> BashBuilder {
+    let names: Vec<&String> = config
+        .python
+        .iter()
+        .filter(|n| permits.permits(n))
+        .collect();
+    if names.is_empty() {
         return builder;
     }
-    for name in &config.python {
+    for name in names {
         builder = builder.builtin(
             name.as_str(),
             Box::new(Python::with_limits(PythonLimits::default())),

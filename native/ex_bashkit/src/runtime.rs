@@ -13,8 +13,10 @@
 //! big stacks, at the lowest CPU priority so the VM's own threads win the
 //! CPU. bashkit's live execution yields every 64 commands, so a few runners
 //! share the CPU fairly between any number of long scripts, and a script
-//! that waits (a back-call into Elixir, `sleep`) holds no thread. Short jobs
-//! (state, reset, snapshots) use the same threads.
+//! that waits (a back-call into Elixir, `sleep`) holds no thread. Jobs that
+//! may compute for long without yielding (snapshots, restores, resets) get
+//! a thread each (`spawn_job`); only short ones (`state`, searches) share
+//! the runners, which also serve every session's timers.
 //!
 //! The runtime lives in a `static` and is never dropped: dropping a tokio
 //! runtime during VM teardown is a known source of exit-time crashes.
@@ -124,6 +126,19 @@ where
         future.await;
         RUNNING.fetch_sub(1, Ordering::Relaxed);
     }));
+}
+
+/// Run a job that may compute for long without yielding (a snapshot or a
+/// restore of a large session, a reset writing large `:files`) on a thread
+/// of its own, detached. On the shared worker threads it would hold up
+/// every other session's timers (`sleep`, deadlines of back-calls) and short
+/// jobs until it ends.
+pub fn spawn_job<F>(future: F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let handle = runtime().handle().clone();
+    drop(runtime().spawn_blocking(move || handle.block_on(future)));
 }
 
 /// Give the calling thread (a runner) the nice value `nice`: on Linux the

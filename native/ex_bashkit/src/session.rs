@@ -18,14 +18,16 @@ use parking_lot::{Mutex, RwLock};
 use rustler::{Env, LocalPid, Monitor, ResourceArc, Term};
 
 use crate::callbacks::CallbackChannel;
-use crate::changes::{self, Changes};
+use crate::changes;
 use crate::error::NifResult;
 use crate::interrupt::Interrupt;
+use crate::lifecycle::{Op, OpCallOptions};
 use crate::options::{self, SessionConfig};
+use crate::outcome::{ExecOutcome, Metrics, Partial, SharedPartial};
 use crate::reply::{Caller, Payload, ReplyTo, SharedCaller};
 use crate::value::{Bytes, FromValue, Value};
 use crate::watchdog::{self, ExecTicket};
-use crate::{errors, from_map, guard, runtime};
+use crate::{from_map, guard, runtime};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 static NEXT_EXEC: AtomicU64 = AtomicU64::new(1);
@@ -51,6 +53,9 @@ pub struct Session {
     /// that `stat/2` and friends answer while a script runs. Replaced by
     /// `reset`.
     fs: RwLock<Arc<dyn FileSystem>>,
+    /// The session's own layer below the system layer and mounts (see
+    /// `options::Layer`). Replaced by `reset`.
+    layer: RwLock<options::Layer>,
     /// The running exec's cancellation state, for `cancel/1`.
     current: Mutex<Option<Arc<ExecTicket>>>,
     /// Every submitted exec not yet ended, by id: `cancel_exec`.
@@ -81,7 +86,8 @@ impl Session {
     pub fn new(config: SessionConfig) -> Result<Arc<Self>, String> {
         let interrupt = Interrupt::new();
         let channel = options::callback_channel(&config, &interrupt);
-        let bash = options::build_bash(&config, channel.as_ref(), Some(&interrupt))?;
+        let layer = options::Layer::new(&config);
+        let bash = options::build_bash_on(&config, channel.as_ref(), Some(&interrupt), &layer)?;
         if options::needs_prepare(&config) {
             runtime::block_on(options::prepare(&bash, &config, channel.as_ref()))?;
         }
@@ -89,6 +95,7 @@ impl Session {
         Ok(Arc::new(Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             fs: RwLock::new(bash.fs()),
+            layer: RwLock::new(layer),
             bash: tokio::sync::Mutex::new(bash),
             current: Mutex::new(None),
             tickets: Mutex::new(HashMap::new()),
@@ -122,6 +129,11 @@ impl Session {
     /// The session's filesystem, as scripts see it.
     pub fn fs(&self) -> Arc<dyn FileSystem> {
         Arc::clone(&self.fs.read())
+    }
+
+    /// The session's own filesystem layer (no system layer, no mounts).
+    pub fn layer(&self) -> options::Layer {
+        self.layer.read().clone()
     }
 
     /// Whether a script is running on this session right now.
@@ -159,6 +171,31 @@ impl Session {
                 true
             }
             None => false,
+        }
+    }
+
+    /// Record call `id` (an exec, or a lifecycle call: `lifecycle.rs`) so
+    /// that `cancel_exec` reaches it.
+    pub(crate) fn register_call(&self, id: u64, ticket: &Arc<ExecTicket>) {
+        self.tickets.lock().insert(id, Arc::downgrade(ticket));
+    }
+
+    /// Call `id` has ended.
+    pub(crate) fn forget_call(&self, id: u64) {
+        self.tickets.lock().remove(&id);
+    }
+
+    /// The interpreter, once this call's turn comes; `None` if `ticket` is
+    /// cancelled or times out first (a call must not wait out the whole
+    /// exec in front of it past its own deadline).
+    pub(crate) async fn turn(
+        &self,
+        ticket: &ExecTicket,
+    ) -> Option<tokio::sync::MutexGuard<'_, Bash>> {
+        tokio::select! {
+            biased;
+            bash = self.bash.lock() => Some(bash),
+            () = ticket.stopped() => None,
         }
     }
 
@@ -238,6 +275,7 @@ impl Payload for OutputChunk<'_> {
     }
 }
 
+/// bashkit's options for one exec.
 fn bashkit_options(call: &mut ExecCallOptions) -> ExecOptions {
     let mut out = ExecOptions::new();
     if let Some(Bytes(stdin)) = call.stdin.take() {
@@ -250,48 +288,53 @@ fn bashkit_options(call: &mut ExecCallOptions) -> ExecOptions {
 /// yields every 64 commands, which lets the runner (`runner.rs`) move a long
 /// script off the submitting thread and share runner threads fairly.
 ///
-/// Output is collected by our own sinks rather than bashkit's `capture`,
-/// which would allocate (and reserve from the exec's live-memory budget)
-/// both output caps up front on every exec; the caps still bound what is
-/// delivered and set the `*_truncated` flags.
+/// Output is collected by our own sinks into `partial` rather than by
+/// bashkit's `capture`, which would allocate (and reserve from the exec's
+/// live-memory budget) both output caps up front on every exec; the caps
+/// still bound what is delivered and set the `*_truncated` flags. A failed
+/// exec (timeout, cancel, a limit) so keeps what the script wrote before it
+/// stopped, and a completed one takes its output from there.
 ///
 /// A streamed exec (`stream`) runs the buffered way instead, whose output
 /// callback fires once per command (live execution's pipes merge the output
-/// of consecutive commands into one chunk): it does not yield, so it is
-/// never polled inline and holds its runner until it ends.
+/// of consecutive commands into one chunk): it feeds `partial` and the
+/// caller. It does not yield, so it is never polled inline and holds its
+/// runner until it ends.
 async fn run_script(
     bash: &mut Bash,
     script: &str,
     mut options: ExecOptions,
+    partial: &SharedPartial,
     stream: Option<&SharedCaller>,
 ) -> bashkit::Result<ExecResult> {
     if let Some(caller) = stream {
         let caller = Arc::clone(caller);
+        let partial = Arc::clone(partial);
         options = options.streaming(Box::new(move |stdout, stderr| {
             if !stdout.is_empty() || !stderr.is_empty() {
+                partial.lock().push(stdout.as_bytes(), stderr.as_bytes());
                 let chunk = OutputChunk(stdout.as_bytes(), stderr.as_bytes());
                 caller.lock().send("ex_bashkit_output", &chunk);
             }
         }));
         return bash.exec_with_options(script, options).await;
     }
-    let out = Mutex::new(Vec::new());
-    let err = Mutex::new(Vec::new());
     let result = bash
         .execute(script)
         .options(options)
-        .stdout_fn(|bytes| sink(&out, bytes))
-        .stderr_fn(|bytes| sink(&err, bytes))
+        .stdout_fn(|bytes| sink(partial, bytes, false))
+        .stderr_fn(|bytes| sink(partial, bytes, true))
         .await;
     result.map(|mut result| {
-        result.stdout = out.into_inner().into();
-        result.stderr = err.into_inner().into();
+        let (stdout, stderr) = partial.lock().take();
+        result.stdout = stdout.into();
+        result.stderr = stderr.into();
         result
     })
 }
 
-async fn sink(buffer: &Mutex<Vec<u8>>, bytes: Vec<u8>) -> bashkit::Result<()> {
-    buffer.lock().extend_from_slice(&bytes);
+async fn sink(partial: &SharedPartial, bytes: Vec<u8>, stderr: bool) -> bashkit::Result<()> {
+    partial.lock().append(bytes, stderr);
     Ok(())
 }
 
@@ -312,10 +355,8 @@ pub fn exec(
 ) -> Option<ExecOutcome> {
     let caller = reply.caller();
     let ticket = ExecTicket::new();
-    session
-        .tickets
-        .lock()
-        .insert(exec_id, Arc::downgrade(&ticket));
+    let partial = Partial::shared();
+    session.register_call(exec_id, &ticket);
     // A per-call timeout counts from the call, queueing behind other execs
     // of this session included.
     if let Some(ms) = call.timeout_ms {
@@ -328,34 +369,57 @@ pub fn exec(
     let inline = !call.stream && !runtime::in_worker();
     let work = Box::pin(async move {
         let outcome = guard::catch_future(async {
-            let mut bash = session.bash.lock().await;
+            // A deadline or cancel that comes while the exec still waits for
+            // its turn ends it there (the exec never runs).
+            let Some(mut bash) = session.turn(&ticket).await else {
+                return ExecOutcome::stopped(&ticket, call.timeout_ms);
+            };
             let _running = Running::start(&session, &ticket, &bash);
             let _attached = session
                 .channel
                 .as_ref()
                 .map(|c| c.attach(Arc::clone(&caller)));
 
-            let skip = &session.config.virtual_fs;
+            // Mount points of backends, and the trash (what a delete moved
+            // there is reported as deleted, not as a new file). Scans stop
+            // at the exec's deadline (or a cancel); the change set is then
+            // marked incomplete.
+            let skip: Vec<String> = session
+                .config
+                .virtual_fs
+                .iter()
+                .chain(&session.config.soft_delete)
+                .cloned()
+                .collect();
+            let skip = &skip;
+            let stop = || ticket.is_stopped();
             let before = match call.track_changes {
-                true => Some(changes::scan(&bash.fs(), skip).await),
+                true => Some(changes::scan(&bash.fs(), skip, &stop).await),
                 false => None,
             };
             let options = bashkit_options(&mut call);
             let metering = Metering::start(&bash);
             let stream = call.stream.then_some(&caller);
-            let result = run_script(&mut bash, &script, options, stream).await;
+            let result = run_script(&mut bash, &script, options, &partial, stream).await;
             let metrics = metering.stop(&bash);
             let changes = match before {
                 Some(before) => Some(changes::diff(
                     &before,
-                    &changes::scan(&bash.fs(), skip).await,
+                    &changes::scan(&bash.fs(), skip, &stop).await,
                 )),
                 None => None,
             };
-            ExecOutcome::new(result, changes, metrics, &ticket, call.timeout_ms)
+            ExecOutcome::new(
+                result,
+                changes,
+                metrics,
+                &ticket,
+                call.timeout_ms,
+                Some(&partial),
+            )
         })
         .await;
-        session.tickets.lock().remove(&exec_id);
+        session.forget_call(exec_id);
         if let Some(on_end) = on_end {
             on_end();
         }
@@ -385,12 +449,14 @@ pub fn exec_once_job(
                 Ok(bash) => {
                     let bash = used.insert(bash);
                     ticket.start(bash.cancellation_token(), Arc::clone(&interrupt));
+                    let partial = Partial::shared();
                     let metering = Metering::start(bash);
-                    let result = run_script(bash, &script, ExecOptions::new(), None).await;
+                    let result =
+                        run_script(bash, &script, ExecOptions::new(), &partial, None).await;
                     let metrics = metering.stop(bash);
-                    ExecOutcome::new(result, None, metrics, &ticket, None)
+                    ExecOutcome::new(result, None, metrics, &ticket, None, Some(&partial))
                 }
-                Err(message) => ExecOutcome::Error(message),
+                Err(message) => ExecOutcome::error(message),
             }
         })
         .await;
@@ -421,14 +487,6 @@ pub fn exec_once_job(
     })
 }
 
-/// What one exec cost: commands run (bashkit's cumulative counter, before
-/// and after) and wall-clock time in the interpreter, queueing excluded.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Metrics {
-    pub commands: u64,
-    pub wall_time_us: u64,
-}
-
 struct Metering {
     started: Instant,
     commands: u64,
@@ -450,81 +508,20 @@ impl Metering {
     }
 }
 
-/// What an exec ended with, ready to encode.
-pub enum ExecOutcome {
-    Ok(Box<ExecResult>, Option<Changes>, Metrics),
-    Error(String),
-}
-
-impl ExecOutcome {
-    fn new(
-        result: bashkit::Result<ExecResult>,
-        changes: Option<Changes>,
-        metrics: Metrics,
-        ticket: &ExecTicket,
-        timeout_ms: Option<u64>,
-    ) -> Self {
-        match result {
-            Ok(result) => ExecOutcome::Ok(Box::new(result), changes, metrics),
-            // Our watchdog and `cancel/1` stop a script through the same
-            // token; say which one did.
-            Err(_) if ticket.timed_out() => ExecOutcome::Error(format!(
-                "execution timed out after {} ms (exec option :timeout_ms)",
-                timeout_ms.unwrap_or_default()
-            )),
-            Err(_) if ticket.was_cancelled() => {
-                ExecOutcome::Error("execution cancelled by cancel/1".to_string())
-            }
-            Err(error) => ExecOutcome::Error(errors::describe(&error)),
-        }
-    }
-
-    fn panicked(panic: String) -> Self {
-        ExecOutcome::Error(format!("internal error in the interpreter: {panic}"))
-    }
-}
-
-impl Payload for ExecOutcome {
-    /// `{:ok, {stdout, stderr, exit_code, stdout_truncated, stderr_truncated,
-    /// changes, {commands, wall_time_us}}}` with `changes` `nil` or
-    /// `{created, modified, deleted, complete?}`; or `{:error, message}`.
-    fn to_value(&self) -> Value {
-        match self {
-            ExecOutcome::Ok(result, changes, metrics) => {
-                let changes = match changes {
-                    Some(c) => Value::tuple([
-                        c.created.clone().into(),
-                        c.modified.clone().into(),
-                        c.deleted.clone().into(),
-                        c.complete.into(),
-                    ]),
-                    None => Value::nil(),
-                };
-                Value::ok_with(Value::tuple([
-                    Value::bin(result.stdout.as_bytes()),
-                    Value::bin(result.stderr.as_bytes()),
-                    result.exit_code.into(),
-                    result.stdout_truncated.into(),
-                    result.stderr_truncated.into(),
-                    changes,
-                    Value::tuple([metrics.commands.into(), metrics.wall_time_us.into()]),
-                ]))
-            }
-            ExecOutcome::Error(message) => Value::error(message.clone()),
-        }
-    }
-}
-
 /// `state/1`: a plain view of the shell, taken between scripts.
-pub fn state(session: Arc<Session>, reply: ReplyTo) {
+pub fn state(op: Op, reply: ReplyTo) {
     runtime::spawn(async move {
         let outcome = guard::catch_future(async {
-            let bash = session.bash.lock().await;
-            ShellStateView::from(bash.shell_state())
+            let bash = op.turn().await?;
+            let mut view = ShellStateView::from(bash.shell_state());
+            view.fs_usage = bash.fs().usage();
+            Ok::<_, String>(view)
         })
         .await;
+        drop(op);
         match outcome {
-            Ok(view) => reply.finish(&view),
+            Ok(Ok(view)) => reply.finish(&view),
+            Ok(Err(message)) => reply.finish(&Value::error(message)),
             Err(panic) => reply.finish(&Value::error(format!("internal error: {panic}"))),
         }
     });
@@ -538,6 +535,9 @@ pub struct ShellStateView {
     functions: Vec<String>,
     aliases: HashMap<String, String>,
     last_exit_code: i32,
+    /// The filesystem's usage against the `max_fs_bytes` / `max_files`
+    /// limits.
+    fs_usage: bashkit::FsUsage,
 }
 
 impl From<bashkit::ShellState> for ShellStateView {
@@ -557,6 +557,7 @@ impl From<bashkit::ShellState> for ShellStateView {
             functions,
             aliases: state.aliases,
             last_exit_code: state.last_exit_code,
+            fs_usage: bashkit::FsUsage::default(),
         }
     }
 }
@@ -570,6 +571,14 @@ impl Payload for ShellStateView {
             ("functions", self.functions.clone().into()),
             ("aliases", (&self.aliases).into()),
             ("last_exit_code", self.last_exit_code.into()),
+            (
+                "fs_usage",
+                Value::map([
+                    ("bytes", self.fs_usage.total_bytes.into()),
+                    ("files", self.fs_usage.file_count.into()),
+                    ("dirs", self.fs_usage.dir_count.into()),
+                ]),
+            ),
         ]))
     }
 }
@@ -577,20 +586,31 @@ impl Payload for ShellStateView {
 /// `reset/1`: rebuild the interpreter from the session's configuration,
 /// keeping its capabilities (builtins, backends, mounts, limits, network)
 /// because they are part of that configuration.
-pub fn reset(session: Arc<Session>, reply: ReplyTo) {
-    runtime::spawn(async move {
+///
+/// On a thread of its own: rebuilding may write large `:files`, which must
+/// not hold up the runtime threads other sessions' timers run on.
+pub fn reset(op: Op, reply: ReplyTo) {
+    runtime::spawn_job(async move {
         let outcome = guard::catch_future(async {
-            let mut bash = session.bash.lock().await;
+            let session = Arc::clone(op.session());
+            let mut bash = op.turn().await?;
             let config = &session.config;
-            let fresh =
-                options::build_bash(config, session.channel.as_ref(), Some(&session.interrupt))?;
+            let layer = options::Layer::new(config);
+            let fresh = options::build_bash_on(
+                config,
+                session.channel.as_ref(),
+                Some(&session.interrupt),
+                &layer,
+            )?;
             options::prepare_reset(&fresh, config, session.channel.as_ref()).await?;
             *session.fs.write() = fresh.fs();
+            *session.layer.write() = layer;
             *bash = fresh;
             *session.host_mounts.lock() = config.mounts.clone();
             Ok::<(), String>(())
         })
         .await;
+        drop(op);
         match outcome {
             Ok(Ok(())) => reply.finish(&Value::ok()),
             Ok(Err(message)) => reply.finish(&Value::error(message)),
@@ -632,6 +652,34 @@ impl rustler::Resource for SessionResource {
 }
 
 type Handle = ResourceArc<SessionResource>;
+
+/// Monitor `pid`, the caller of call `id` on `handle`: its death cancels the
+/// call (`down`). Returns what to run once the call is over.
+pub fn watch_caller(
+    env: Env,
+    handle: &Handle,
+    pid: &LocalPid,
+    id: u64,
+) -> Box<dyn FnOnce() + Send> {
+    watch(env, handle, pid, id);
+    unwatch_caller(handle, id)
+}
+
+fn watch(env: Env, handle: &Handle, pid: &LocalPid, id: u64) {
+    if let Some(monitor) = handle.monitor(Some(env), pid) {
+        handle.monitors.lock().insert(id, monitor);
+    }
+}
+
+/// What to run once call `id` is over: drop its caller's monitor, if any.
+fn unwatch_caller(handle: &Handle, id: u64) -> Box<dyn FnOnce() + Send> {
+    let owner = handle.clone();
+    Box::new(move || {
+        if let Some(monitor) = owner.monitors.lock().remove(&id) {
+            owner.demonitor(None, &monitor);
+        }
+    })
+}
 
 fn new_handle(config: Value) -> NifResult<Handle> {
     let config = SessionConfig::from_value(&config)?;
@@ -678,19 +726,10 @@ fn session_exec<'a>(
 ) -> NifResult<Term<'a>> {
     let call = ExecCallOptions::from_value(&Value::from_term(call)?)?;
     let id = next_exec_id();
-    let owner = handle.clone();
-    let on_end = Box::new(move || {
-        if let Some(monitor) = owner.monitors.lock().remove(&id) {
-            owner.demonitor(None, &monitor);
-        }
-    });
+    let on_end = unwatch_caller(&handle, id);
     // The caller dying cancels the exec, once it no longer runs on the
-    // caller's own call.
-    let before_park = || {
-        if let Some(monitor) = handle.monitor(Some(env), &pid) {
-            handle.monitors.lock().insert(id, monitor);
-        }
-    };
+    // caller's own call: an exec that completes inline needs no monitor.
+    let before_park = || watch(env, &handle, &pid, id);
     let reply = ReplyTo::new(Caller::process(pid, reference));
     let session = Arc::clone(&handle.session);
     Ok(
@@ -769,24 +808,53 @@ fn session_cancel_exec(handle: Handle, id: u64) -> bool {
     handle.session.cancel_exec(id)
 }
 
-/// `state/1`: answers `{:ex_bashkit_reply, ref, {:ok, map}}`.
-#[rustler::nif]
-fn session_state(handle: Handle, pid: LocalPid, reference: Term) -> rustler::Atom {
-    state(
+/// Lifecycle call `name` on `handle` for `pid`, its options decoded from
+/// `call`: registered, deadline started, caller monitored.
+pub fn op_for(
+    env: Env,
+    handle: &Handle,
+    name: &'static str,
+    call: Term,
+    pid: &LocalPid,
+) -> NifResult<Op> {
+    let call = OpCallOptions::from_value(&Value::from_term(call)?)?;
+    let id = next_exec_id();
+    let on_end = watch_caller(env, handle, pid, id);
+    Ok(Op::new(
         Arc::clone(&handle.session),
-        ReplyTo::new(Caller::process(pid, reference)),
-    );
-    rustler::types::atom::ok()
+        name,
+        id,
+        call,
+        Some(on_end),
+    ))
+}
+
+/// `state/1`: answers `{:ex_bashkit_reply, ref, {:ok, map} | {:error, _}}`.
+#[rustler::nif]
+fn session_state(
+    env: Env,
+    handle: Handle,
+    call: Term,
+    pid: LocalPid,
+    reference: Term,
+) -> NifResult<rustler::Atom> {
+    let op = op_for(env, &handle, "state/1", call, &pid)?;
+    state(op, ReplyTo::new(Caller::process(pid, reference)));
+    Ok(rustler::types::atom::ok())
 }
 
 /// `reset/1`: answers `{:ex_bashkit_reply, ref, :ok | {:error, message}}`.
 #[rustler::nif]
-fn session_reset(handle: Handle, pid: LocalPid, reference: Term) -> rustler::Atom {
-    reset(
-        Arc::clone(&handle.session),
-        ReplyTo::new(Caller::process(pid, reference)),
-    );
-    rustler::types::atom::ok()
+fn session_reset(
+    env: Env,
+    handle: Handle,
+    call: Term,
+    pid: LocalPid,
+    reference: Term,
+) -> NifResult<rustler::Atom> {
+    let op = op_for(env, &handle, "reset/1", call, &pid)?;
+    reset(op, ReplyTo::new(Caller::process(pid, reference)));
+    Ok(rustler::types::atom::ok())
 }
 
 /// `{id, running?, cwd | nil}` for `inspect/2`.

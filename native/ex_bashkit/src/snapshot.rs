@@ -19,6 +19,12 @@
 //! it was. What a snapshot holds at or below this session's mount points
 //! (host mounts, `:virtual_fs`) is dropped after the restore: it would be
 //! hidden under the mount, yet counted and carried along.
+//!
+//! Both are lifecycle calls (`lifecycle.rs`): their wait for the lock is
+//! bounded by their `:timeout_ms` and ended by their caller's death. Both
+//! run on a thread of their own: a 90 MB snapshot computes for seconds
+//! without yielding, which on the shared runtime threads would hold up
+//! every other session's timers.
 
 use std::sync::Arc;
 
@@ -27,8 +33,9 @@ use rustler::env::{OwnedEnv, SavedTerm};
 use rustler::{LocalPid, ResourceArc, Term};
 
 use crate::error::NifResult;
+use crate::lifecycle::Op;
 use crate::reply::{Caller, Payload, ReplyTo};
-use crate::session::{Session, SessionResource};
+use crate::session::{self, SessionResource};
 use crate::value::{Bytes, FromValue, Value};
 use crate::{from_map, guard, runtime};
 
@@ -88,11 +95,15 @@ fn describe(error: &Error) -> String {
     }
 }
 
-/// Capture `session` and answer `reply` with `{:ok, bytes}`.
-pub fn snapshot(session: Arc<Session>, request: SnapshotRequest, reply: ReplyTo) {
-    runtime::spawn(async move {
+/// Capture the session of `op` and answer `reply` with `{:ok, bytes}`.
+pub fn snapshot(op: Op, request: SnapshotRequest, reply: ReplyTo) {
+    runtime::spawn_job(async move {
+        let session = Arc::clone(op.session());
         let outcome = guard::catch_future(async {
-            let bash = session.lock_bash().await;
+            let bash = match op.turn().await {
+                Ok(bash) => bash,
+                Err(message) => return Ok(Outcome::Error(message)),
+            };
             let options = SnapshotOptions {
                 exclude_filesystem: request.exclude_filesystem,
                 exclude_functions: request.exclude_functions,
@@ -100,10 +111,25 @@ pub fn snapshot(session: Arc<Session>, request: SnapshotRequest, reply: ReplyTo)
             let bytes = match &request.key {
                 Some(Bytes(key)) => bash.snapshot_to_bytes_keyed_with_options(key, options),
                 None => bash.snapshot_with_options(options),
+            }?;
+            // Over a base image: the session's layer plus the image's
+            // identity and what the session deleted from it.
+            let layer = session.layer();
+            let bytes = match layer.base() {
+                Some(base) => {
+                    let whiteouts = match request.exclude_filesystem {
+                        true => Vec::new(),
+                        false => base.whiteouts().await,
+                    };
+                    let key = request.key.as_ref().map(|Bytes(k)| k.as_slice());
+                    crate::base_snapshot::seal(&base.image.id, &whiteouts, &bytes, key)
+                }
+                None => bytes,
             };
-            bytes.map(Outcome::Bytes)
+            Ok::<_, Error>(Outcome::Bytes(bytes))
         })
         .await;
+        drop(op);
         reply.finish(&Outcome::from(outcome));
     });
 }
@@ -155,29 +181,51 @@ impl SnapshotSource for SnapshotBytes {
     }
 }
 
-/// Restore `bytes` into `session` and answer `reply` with `:ok`.
-pub fn restore(
-    session: Arc<Session>,
-    bytes: impl SnapshotSource,
-    key: Option<Vec<u8>>,
-    reply: ReplyTo,
-) {
-    runtime::spawn(async move {
+/// Restore `bytes` into the session of `op` and answer `reply` with `:ok`.
+pub fn restore(op: Op, bytes: impl SnapshotSource, key: Option<Vec<u8>>, reply: ReplyTo) {
+    runtime::spawn_job(async move {
+        let session = Arc::clone(op.session());
+        let call = &op;
         // `move`: the job owns the bytes (their env is Send, not Sync).
         let outcome = guard::catch_future(async move {
-            let mut bash = session.lock_bash().await;
-            bytes.with(|data| match &key {
-                Some(key) => bash.restore_snapshot_keyed(data, key),
-                None => bash.restore_snapshot(data),
+            let mut bash = match call.turn().await {
+                Ok(bash) => bash,
+                Err(message) => return Ok(Outcome::Error(message)),
+            };
+            let layer = session.layer();
+            let base = layer.base();
+            let whiteouts = bytes.with(|data| {
+                let (inner, whiteouts) = crate::base_snapshot::open(
+                    data,
+                    base.map(|b| b.image.id.as_str()),
+                    key.as_deref(),
+                )?;
+                match &key {
+                    Some(key) => bash.restore_snapshot_keyed(inner, key),
+                    None => bash.restore_snapshot(inner),
+                }
+                .map_err(|e| describe(&e))?;
+                Ok::<_, String>(whiteouts)
             })?;
             // Files the snapshot has where this session mounts something
             // could never be reached, yet would count against the quota and
             // ride along in every later snapshot: they are dropped.
-            crate::mounts::drop_hidden_entries(&bash.fs(), session.config())?;
-            Ok(Outcome::Restored)
+            crate::mounts::drop_hidden_entries(&bash.fs(), session.config())
+                .map_err(|e| describe(&e))?;
+            // Last: dropping hidden entries may swap the base overlay again.
+            if let Some(base) = base {
+                base.apply_whiteouts(&whiteouts).await;
+            }
+            Ok::<_, String>(Outcome::Restored)
         })
         .await;
-        reply.finish(&Outcome::from(outcome));
+        drop(op);
+        let outcome = match outcome {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(message)) => Outcome::Error(message),
+            Err(panic) => Outcome::Error(format!("internal error in the interpreter: {panic}")),
+        };
+        reply.finish(&outcome);
     });
 }
 
@@ -186,14 +234,17 @@ type Handle = ResourceArc<SessionResource>;
 /// `snapshot/2`: answers `{:ex_bashkit_reply, ref, {:ok, bytes} | {:error, _}}`.
 #[rustler::nif]
 fn session_snapshot(
+    env: rustler::Env,
     handle: Handle,
     request: Term,
+    call: Term,
     pid: LocalPid,
     reference: Term,
 ) -> NifResult<()> {
     let request = SnapshotRequest::from_value(&Value::from_term(request)?)?;
+    let op = session::op_for(env, &handle, "snapshot/2", call, &pid)?;
     let reply = ReplyTo::new(Caller::process(pid, reference));
-    snapshot(Arc::clone(&handle.session), request, reply);
+    snapshot(op, request, reply);
     Ok(())
 }
 
@@ -202,16 +253,19 @@ fn session_snapshot(
 /// reply obligation exists, so no message is left behind.
 #[rustler::nif]
 fn session_restore(
+    env: rustler::Env,
     handle: Handle,
     bytes: Term,
     key: Option<rustler::Binary>,
+    call: Term,
     pid: LocalPid,
     reference: Term,
 ) -> NifResult<()> {
     let bytes = SnapshotBytes::new(bytes)?;
     let key = key.map(|k| k.as_slice().to_vec());
+    let op = session::op_for(env, &handle, "restore/3", call, &pid)?;
     let reply = ReplyTo::new(Caller::process(pid, reference));
-    restore(Arc::clone(&handle.session), bytes, key, reply);
+    restore(op, bytes, key, reply);
     Ok(())
 }
 

@@ -13,6 +13,7 @@ use std::sync::{Arc, LazyLock, Weak};
 use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
+use tokio::sync::Notify;
 
 use crate::interrupt::Interrupt;
 
@@ -27,6 +28,9 @@ pub struct ExecTicket {
     running: Mutex<Option<(Arc<AtomicBool>, Arc<Interrupt>)>>,
     cancelled: AtomicBool,
     timed_out: AtomicBool,
+    /// Wakes `stopped()`: a call still waiting for its session's turn gives
+    /// up at once when cancelled or timed out.
+    stop: Notify,
 }
 
 impl ExecTicket {
@@ -35,6 +39,7 @@ impl ExecTicket {
             running: Mutex::new(None),
             cancelled: AtomicBool::new(false),
             timed_out: AtomicBool::new(false),
+            stop: Notify::new(),
         })
     }
 
@@ -55,6 +60,26 @@ impl ExecTicket {
         if let Some((token, interrupt)) = &*slot {
             token.store(true, Ordering::SeqCst);
             interrupt.raise();
+        }
+        self.stop.notify_waiters();
+    }
+
+    /// Whether the call was cancelled or timed out.
+    pub fn is_stopped(&self) -> bool {
+        self.was_cancelled() || self.timed_out()
+    }
+
+    /// Resolves once the call is cancelled or timed out.
+    pub async fn stopped(&self) {
+        loop {
+            let notified = self.stop.notified();
+            tokio::pin!(notified);
+            // Register before checking, so a stop in between is not lost.
+            notified.as_mut().enable();
+            if self.is_stopped() {
+                return;
+            }
+            notified.await;
         }
     }
 

@@ -14,21 +14,30 @@
 //! {:exec, id, sid, script, call}   {:exec_once, id, config, script}
 //! {:cancel, id, sid}               {:cancel_exec, sid, exec_id}
 //! {:cancel_once, id}
-//! {:state, id, sid}                {:reset, id, sid}
-//! {:snapshot, id, sid, request}    {:restore, id, sid, bytes, key}
+//! {:state, id, sid, call}          {:reset, id, sid, call}
+//! {:snapshot, id, sid, request, call}
+//! {:restore, id, sid, bytes, key, call}
 //! {:fs, id, sid, request}          {:info, id, sid}
 //! {:glob, id, sid, request}        {:grep, id, sid, request}
 //! {:mount, id, sid, spec}          {:unmount, id, sid, vfs_path}
 //! {:describe, id, sid}
+//! {:export_tar, id, sid, request}
+//! {:load_image, image_id, tar}    {:drop_image, image_id}
 //! {:live_sessions, id}            {:running_scripts, id}
 //! {:callback_reply, call_id, answer}
 //! ```
+//!
+//! `load_image` and `drop_image` have no answer: a `load_image` is handled
+//! on the reading thread before the frames after it, so a `new` that names
+//! the image finds it (or fails saying it is not loaded).
 //!
 //! Every message back is `{tag, id, payload}` with the tags and payloads of
 //! the NIF transport (`reply.rs`): `ExBashkit.Worker` only swaps `id` for
 //! the caller's reference and forwards it, so the code waiting for an
 //! answer is the same in both modes. An exec's id is also its exec id
-//! (`cancel_exec`).
+//! (`cancel_exec`), and so is the id of a lifecycle call (`state`, `reset`,
+//! `snapshot`, `restore`: `lifecycle.rs`), whose `call` is `%{timeout_ms:
+//! ms | nil}`.
 //!
 //! # Confinement
 //! Before it reads a frame the worker clears its environment, moves to `/`,
@@ -44,6 +53,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::callbacks::{self, Answer};
+use crate::lifecycle::{Op, OpCallOptions};
 use crate::options::{MountSpec, SessionConfig};
 use crate::reply::{Caller, FrameWriter, ReplyTo};
 use crate::runtime::{self, RuntimeConfig};
@@ -164,6 +174,24 @@ fn handle(request: Value, sessions: &Sessions, frames: &Arc<FrameWriter>) {
             }
             return;
         }
+        "load_image" => {
+            // Borrowed, not decoded: the archive can be tens of MB.
+            match (arg::<String>(items, 1), items.get(2)) {
+                (Ok(image_id), Some(Value::Binary(tar))) => {
+                    if let Err(message) = crate::image::load_pinned(&image_id, tar) {
+                        eprintln!("ex_bashkit_worker: image {image_id}: {message}");
+                    }
+                }
+                _ => eprintln!("ex_bashkit_worker: malformed load_image"),
+            }
+            return;
+        }
+        "drop_image" => {
+            if let Ok(image_id) = arg::<String>(items, 1) {
+                crate::image::unpin(&image_id);
+            }
+            return;
+        }
         "cancel_exec" => {
             if let (Ok(sid), Ok(exec_id)) = (arg::<u64>(items, 1), arg::<u64>(items, 2)) {
                 if let Some(session) = sessions.lock().get(&sid) {
@@ -259,8 +287,9 @@ fn dispatch(
     match tag {
         "exec" => {
             let call = ExecCallOptions::from_value(items.get(4).ok_or("missing options")?)?;
-            // Polled on this (the reading) thread first, like the NIF does on
-            // its dirty scheduler: a short script answers with no hand-off.
+            // `exec` answers here only if it ran inline, which it never does
+            // in a worker (the reading thread must stay free for `cancel`);
+            // kept so the worker stays right if that changes.
             if let Some(outcome) =
                 session::exec(session, id, arg(items, 3)?, call, reply, None, || {})
             {
@@ -269,16 +298,18 @@ fn dispatch(
         }
         "cancel" => reply.finish(&Value::from(session.cancel())),
         "info" => reply.finish(&session.info()),
-        "state" => session::state(session, reply),
-        "reset" => session::reset(session, reply),
+        "state" => session::state(op(session, "state/1", id, items, 3)?, reply),
+        "reset" => session::reset(op(session, "reset/1", id, items, 3)?, reply),
         "snapshot" => {
             let request = SnapshotRequest::from_value(items.get(3).ok_or("missing options")?)?;
-            snapshot::snapshot(session, request, reply);
+            let op = op(session, "snapshot/2", id, items, 4)?;
+            snapshot::snapshot(op, request, reply);
         }
         "restore" => {
             let Bytes(bytes) = arg(items, 3)?;
             let key: Option<Bytes> = arg(items, 4)?;
-            snapshot::restore(session, bytes, key.map(|k| k.0), reply);
+            let op = op(session, "restore/3", id, items, 5)?;
+            snapshot::restore(op, bytes, key.map(|k| k.0), reply);
         }
         "glob" => {
             let request = search::GlobRequest::from_value(items.get(3).ok_or("missing request")?)?;
@@ -294,13 +325,33 @@ fn dispatch(
         }
         "unmount" => runtime_mounts::unmount(session, arg(items, 3)?, reply),
         "describe" => reply.finish(&runtime_mounts::describe(&session)),
+        "export_tar" => {
+            let request =
+                crate::export::ExportRequest::from_value(items.get(3).ok_or("missing request")?)?;
+            crate::export::export_tar(session, request, reply);
+        }
         "fs" => {
             let request = items.get(3).cloned().ok_or("missing request")?;
-            runtime::spawn_blocking(move || reply.finish(&fs_api::call(&session.fs(), &request)));
+            runtime::spawn_blocking(move || {
+                let trash = session.config().soft_delete.as_deref();
+                reply.finish(&fs_api::call(&session.fs(), trash, &request))
+            });
         }
         other => reply.finish(&Value::error(format!("unknown request {other}"))),
     }
     Ok(())
+}
+
+/// Lifecycle call `id` on `session`, its options at field `at`.
+fn op(
+    session: Arc<Session>,
+    name: &'static str,
+    id: u64,
+    items: &[Value],
+    at: usize,
+) -> Result<Op, String> {
+    let call = OpCallOptions::from_value(items.get(at).ok_or("missing call options")?)?;
+    Ok(Op::new(session, name, id, call, None))
 }
 
 /// Apply the worker's OS-level confinement (see the module doc). Each step

@@ -1,0 +1,190 @@
+# What sessions over a shared base image cost (issue 18's goal: 1 000
+# sessions over a 50 MB image cost less than 50 MB + 1 000 × an empty
+# session's memory). `scripts/bench-images`, or
+# `MIX_ENV=prod mix run bench/images.exs [--sessions N] [--mb M] [--out FILE]`.
+#
+# Process mode: one dedicated worker OS process per phase, its RSS from
+# /proc (idle, then with N empty sessions; a fresh one idle, then with the
+# image and N sessions over it). In-node: the VM's RSS (empty sessions, then
+# the image, then N sessions over it, everything kept alive so that the
+# deltas add up). Each session runs one script (reads an image file, writes
+# a small one of its own) so that it is a used session, not only a built
+# one. Writes bench/images.md.
+
+defmodule Bench.Images do
+  alias ExBashkit.{Image, Session, Worker}
+  alias ExBashkit.Session.Options
+
+  # What each session runs: look at the image, write a file of its own;
+  # `--read` also reads a 1 MB image file (transient allocator garbage).
+  @script "test -f /img/f0001; echo hi > /tmp/mine"
+  @read_script "cat /img/f0001 > /dev/null 2>&1; echo hi > /tmp/mine"
+
+  def main(argv) do
+    {opts, _, _} =
+      OptionParser.parse(argv,
+        strict: [sessions: :integer, mb: :integer, out: :string, read: :boolean]
+      )
+
+    Process.put(:script, if(opts[:read], do: @read_script, else: @script))
+
+    n = Keyword.get(opts, :sessions, 1_000)
+    mb = Keyword.get(opts, :mb, 50)
+    out = Keyword.get(opts, :out, "bench/images.md")
+    load_before = loadavg()
+
+    IO.puts(:stderr, "==> building a #{mb} MB image")
+    # In a task of its own: the input binaries go with it, so that the VM's
+    # RSS measured later is not moved by their release.
+    {image, build_ms} =
+      Task.await(Task.async(fn -> timed(fn -> build_image(mb) end) end), 120_000)
+
+    IO.puts(:stderr, "==> in-node, #{n} sessions")
+    in_node = in_node(image, n)
+    IO.puts(:stderr, "==> process mode, #{n} sessions")
+    process = process_mode(image, n)
+
+    report = render(image, build_ms, n, process, in_node, load_before, loadavg())
+    File.write!(out, report)
+    IO.puts(report)
+  end
+
+  # `mb` files of 1 MB each under /img (random bytes: nothing to share).
+  defp build_image(mb) do
+    files =
+      for i <- 1..mb, into: %{} do
+        {"/img/f" <> String.pad_leading("#{i}", 4, "0"), :crypto.strong_rand_bytes(1_000_000)}
+      end
+
+    {:ok, image} = Image.build(files: files)
+    image
+  end
+
+  defp process_mode(image, n) do
+    empty = worker_phase(:bench_images_empty, n, fn -> {Options.parse!([]).native, %{}} end)
+
+    based =
+      worker_phase(:bench_images_based, n, fn ->
+        native = Options.parse!(base: image).native
+        {%{native | base: image.id}, %{image: image}}
+      end)
+
+    %{empty: empty, based: based}
+  end
+
+  defp worker_phase(name, n, config) do
+    {:ok, pid} = Worker.start_link(name: name)
+    0 = Worker.call(pid, {:live_sessions})
+    os_pid = Worker.os_pid(pid)
+    idle = rss_kb(os_pid)
+    {native, meta} = config.()
+
+    for sid <- 1..n do
+      :ok = Worker.call(pid, {:new, sid, native}, meta)
+      ref = make_ref()
+      call = %{stdin: nil, stream: false, timeout_ms: nil, track_changes: false}
+      Worker.request(pid, ref, {:exec, sid, Process.get(:script), call})
+
+      receive do
+        {:ex_bashkit_reply, ^ref, {:ok, _}} -> :ok
+      after
+        10_000 -> raise "exec #{sid} did not answer"
+      end
+    end
+
+    Process.sleep(500)
+    loaded = rss_kb(os_pid)
+    GenServer.stop(pid)
+    %{idle_kb: idle, loaded_kb: loaded, delta_kb: loaded - idle}
+  end
+
+  defp in_node(image, n) do
+    :erlang.garbage_collect()
+    Process.sleep(1_000)
+    start = vm_rss_kb()
+    empty = for _ <- 1..n, do: used(Session.new(isolation: :in_node))
+    after_empty = vm_rss_kb()
+    based = for _ <- 1..n, do: used(Session.new(isolation: :in_node, base: image))
+    Process.sleep(500)
+    after_based = vm_rss_kb()
+    # Both sets stay alive until measured.
+    _ = {length(empty), length(based)}
+
+    %{
+      start_kb: start,
+      empty_delta_kb: after_empty - start,
+      based_delta_kb: after_based - after_empty
+    }
+  end
+
+  defp used(session) do
+    {:ok, _} = Session.exec(session, Process.get(:script))
+    session
+  end
+
+  defp timed(fun) do
+    {us, value} = :timer.tc(fun)
+    {value, div(us, 1000)}
+  end
+
+  defp rss_kb(os_pid) do
+    "/proc/#{os_pid}/status"
+    |> File.read!()
+    |> then(&Regex.run(~r/VmRSS:\s+(\d+)/, &1))
+    |> then(fn [_, kb] -> String.to_integer(kb) end)
+  end
+
+  defp vm_rss_kb, do: rss_kb(List.to_string(:os.getpid()))
+
+  defp loadavg do
+    case File.read("/proc/loadavg") do
+      {:ok, text} -> text |> String.split() |> Enum.take(3) |> Enum.join(" ")
+      _ -> "?"
+    end
+  end
+
+  defp mb(kb), do: :erlang.float_to_binary(kb / 1024, decimals: 1)
+
+  defp render(image, build_ms, n, process, in_node, load_before, load_after) do
+    image_mb = image.bytes / 1_000_000
+    per_empty_kb = process.empty.delta_kb / n
+    goal_kb = image.bytes / 1024 + n * per_empty_kb
+    ok? = process.based.delta_kb < goal_kb
+    node_per_empty_kb = in_node.empty_delta_kb / n
+    node_goal_kb = image.bytes / 1024 + n * node_per_empty_kb
+
+    """
+    # Shared base images: memory
+
+    `scripts/bench-images` (bench/images.exs). #{n} sessions, each running
+    one script: `#{Process.get(:script)}`.
+    Image: #{image.files} files, #{:erlang.float_to_binary(image_mb, decimals: 1)} MB,
+    built in #{build_ms} ms (id #{String.slice(image.id, 0, 12)}).
+    Load average before: #{load_before}; after: #{load_after} (2 cores).
+
+    ## Process mode (one worker OS process, RSS)
+
+    | | idle worker | with #{n} sessions | delta |
+    |---|---:|---:|---:|
+    | empty sessions | #{mb(process.empty.idle_kb)} MB | #{mb(process.empty.loaded_kb)} MB | #{mb(process.empty.delta_kb)} MB (#{round(per_empty_kb)} KB a session) |
+    | sessions over the image (image included) | #{mb(process.based.idle_kb)} MB | #{mb(process.based.loaded_kb)} MB | #{mb(process.based.delta_kb)} MB |
+
+    Goal: delta over the image < image + #{n} × empty session =
+    #{mb(goal_kb)} MB. Measured #{mb(process.based.delta_kb)} MB: #{if ok?, do: "met", else: "NOT met"}.
+    (Without sharing, #{n} copies of the image alone would be #{round(image_mb * n)} MB.)
+
+    ## In the node (VM RSS)
+
+    | | delta |
+    |---|---:|
+    | #{n} empty sessions | #{mb(in_node.empty_delta_kb)} MB (#{round(node_per_empty_kb)} KB a session) |
+    | #{n} sessions over the image (image already built) | #{mb(in_node.based_delta_kb)} MB |
+
+    In the node the image is built once (its cost is in the VM before the
+    sessions: it is not in the second row). Goal bound for comparison:
+    image + #{n} × empty = #{mb(node_goal_kb)} MB.
+    """
+  end
+end
+
+Bench.Images.main(System.argv())

@@ -1,0 +1,44 @@
+defmodule ExBashkit.Session.Trash do
+  @moduledoc false
+  # `ExBashkit.Session.trash/1` and `undelete/2` for sessions built with
+  # `soft_delete:`: requests of the filesystem API (`{:trash}`,
+  # `{:undelete, path}`, see `native/ex_bashkit/src/soft_delete.rs`),
+  # through `ExBashkit.Backend.fs/3` like `read_file/2`, so both isolation
+  # modes answer them the same way.
+
+  alias ExBashkit.{Backend, Session}
+
+  @doc false
+  def trash(%Session{} = session), do: fs(session, {:trash})
+
+  @doc false
+  def undelete(%Session{} = session, path) do
+    case path!(path) do
+      {:ok, path} -> fs(session, {:undelete, path})
+      error -> error
+    end
+  end
+
+  defp fs(%Session{resource: resource, location: location}, request),
+    do: Backend.fs(resource, location, request)
+
+  # Paths as the filesystem API takes them: rooted at `/`, normalized the
+  # way the trash recorded them ("/a//b/" was trashed as "/a/b").
+  defp path!(path) when is_list(path), do: path!(List.to_string(path))
+
+  defp path!(path) when is_binary(path) do
+    cond do
+      not String.valid?(path) or String.contains?(path, <<0>>) ->
+        {:error, "#{inspect(path)}: not a valid path"}
+
+      true ->
+        segments = String.split(path, "/", trim: true) |> Enum.reject(&(&1 == "."))
+
+        if ".." in segments,
+          do: {:error, "#{inspect(path)}: .. segments are not resolved here"},
+          else: {:ok, "/" <> Enum.join(segments, "/")}
+    end
+  end
+
+  defp path!(path), do: raise(ArgumentError, "path must be a string, got: #{inspect(path)}")
+end

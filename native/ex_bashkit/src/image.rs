@@ -1,0 +1,281 @@
+//! Shared base images (`ExBashkit.Image`): an immutable filesystem built
+//! once, which any number of sessions mount copy-on-write under their own
+//! layer (`base_layer.rs`).
+//!
+//! An image is identified by the SHA-256 of its canonical tar (`tar_io`,
+//! name order, mtimes 0): two builds of the same content are the same image,
+//! and a snapshot names the image it was taken over by that id.
+//!
+//! Lifetime. In the node, the `ImageResource` held by the `%ExBashkit.Image{}`
+//! owns the image; a session holds it too (through its layer), so an image
+//! lives while its handle or any session over it does. In a worker, the
+//! VM ships the canonical tar once (`{:load_image, id, tar}`) and the image
+//! stays pinned until the VM says `{:drop_image, id}` (no session of that
+//! worker uses it any more). Both places share one registry of live images
+//! by id, so a second build or shipment of the same content reuses the first.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Weak};
+
+use bashkit::{FsLimits, InMemoryFs, VfsEntry, VfsEntryKind, VfsSnapshot};
+use parking_lot::Mutex;
+use rustler::ResourceArc;
+use sha2::{Digest, Sha256};
+
+use crate::error::NifResult;
+use crate::value::{Bytes, FromValue, Value};
+use crate::{from_map, runtime, tar_io};
+
+/// One immutable base filesystem.
+pub struct Image {
+    pub id: String,
+    pub fs: Arc<InMemoryFs>,
+    /// Content bytes and non-directory entries (what the image costs, and
+    /// counts against each session's limits).
+    pub bytes: u64,
+    pub files: u64,
+}
+
+impl std::fmt::Debug for Image {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Image({})", self.id)
+    }
+}
+
+/// Live images by id (weak: the owners are resources, sessions and pins).
+static REGISTRY: LazyLock<Mutex<HashMap<String, Weak<Image>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Images a worker was given and not yet told to drop.
+static PINNED: LazyLock<Mutex<HashMap<String, Arc<Image>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// The live image `id`, if any.
+pub fn lookup(id: &str) -> Option<Arc<Image>> {
+    REGISTRY.lock().get(id).and_then(Weak::upgrade)
+}
+
+/// The limits an image is built under: those of a session's filesystem,
+/// since the image counts against them in every session over it.
+pub fn limits() -> FsLimits {
+    FsLimits::default()
+}
+
+/// Build (or find) the image holding `entries`.
+pub async fn build(entries: Vec<VfsEntry>) -> Result<Arc<Image>, String> {
+    build_as(entries, None).await
+}
+
+/// `build`, under a known id (a worker, given the canonical tar whose hash
+/// it checked) or the hash of the canonical tar (computed here).
+async fn build_as(entries: Vec<VfsEntry>, known_id: Option<&str>) -> Result<Arc<Image>, String> {
+    let (fs, bytes, files) = fill(entries).await?;
+    let id = match known_id {
+        Some(id) => id.to_string(),
+        None => hex(Sha256::digest(canonical_tar(&fs).await?).as_slice()),
+    };
+    let mut registry = REGISTRY.lock();
+    if let Some(existing) = registry.get(&id).and_then(Weak::upgrade) {
+        return Ok(existing);
+    }
+    let image = Arc::new(Image {
+        id: id.clone(),
+        fs: Arc::new(fs),
+        bytes,
+        files,
+    });
+    registry.retain(|_, weak| weak.strong_count() > 0);
+    registry.insert(id, Arc::downgrade(&image));
+    Ok(image)
+}
+
+/// A filesystem holding exactly `entries` (validated by `tar_io::parse`:
+/// within the limits, parents before children). Each entry's content is
+/// moved in and dropped one at a time, so that building holds the content
+/// about once, not twice.
+async fn fill(entries: Vec<VfsEntry>) -> Result<(InMemoryFs, u64, u64), String> {
+    let fs = InMemoryFs::with_limits(limits());
+    // Only the root: an image has none of a fresh filesystem's defaults.
+    fs.restore(&VfsSnapshot::from_entries(vec![VfsEntry {
+        path: "/".into(),
+        kind: VfsEntryKind::Directory,
+        mode: 0o755,
+    }]))
+    .map_err(|e| e.to_string())?;
+    let (mut bytes, mut files) = (0u64, 0u64);
+    for entry in entries {
+        match entry.kind {
+            VfsEntryKind::Directory => fs.add_dir(&entry.path, entry.mode),
+            VfsEntryKind::File { content } => {
+                bytes += content.len() as u64;
+                files += 1;
+                fs.add_file(&entry.path, content, entry.mode);
+            }
+            VfsEntryKind::Fifo => {
+                files += 1;
+                fs.add_file(&entry.path, b"", entry.mode);
+            }
+            VfsEntryKind::Symlink { target } => {
+                files += 1;
+                bashkit::FileSystem::symlink(&fs, &target, &entry.path)
+                    .await
+                    .map_err(|e| format!("{}: {e}", entry.path.display()))?;
+            }
+        }
+    }
+    // `add_*` skip silently what the limits refuse; `parse` checked the
+    // same limits, so a shortfall here is a bug worth an error, not a
+    // silently smaller image.
+    let usage = bashkit::FileSystemExt::usage(&fs);
+    if usage.file_count != files {
+        return Err(format!(
+            "image past the filesystem limits: {} of {files} files stored",
+            usage.file_count
+        ));
+    }
+    Ok((fs, bytes, files))
+}
+
+/// The image's canonical tar: what its id hashes and what a worker is sent.
+pub async fn canonical_tar(fs: &InMemoryFs) -> Result<Vec<u8>, String> {
+    let options = tar_io::WriteOptions {
+        skip: &[],
+        mtimes: false,
+    };
+    tar_io::write(fs, "/", &options).await
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A worker's `{:load_image, id, tar}`: build and pin it. Refuses bytes
+/// whose hash is not `id` (the VM sends the canonical tar, whose hash is
+/// the id).
+pub fn load_pinned(id: &str, tar: &[u8]) -> Result<(), String> {
+    if PINNED.lock().contains_key(id) {
+        return Ok(());
+    }
+    let image = match lookup(id) {
+        Some(image) => image,
+        None => {
+            if hex(Sha256::digest(tar).as_slice()) != id {
+                return Err(format!("image {id} arrived with other content"));
+            }
+            let entries = tar_io::parse(tar, &limits())?;
+            let image = runtime::block_on(build_as(entries, Some(id)));
+            // The archive's transient copies were freed: give them back.
+            crate::allocator::give_back();
+            image?
+        }
+    };
+    PINNED.lock().insert(id.to_string(), image);
+    Ok(())
+}
+
+/// A worker's `{:drop_image, id}`: sessions over it keep it alive.
+pub fn unpin(id: &str) {
+    PINNED.lock().remove(id);
+}
+
+/// `base:` in a session's configuration: the image, found by id when the
+/// configuration is decoded.
+#[derive(Clone)]
+pub struct BaseImage(pub Arc<Image>);
+
+impl std::fmt::Debug for BaseImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl FromValue for BaseImage {
+    fn from_value(value: &Value) -> Result<Self, String> {
+        let id = String::from_value(value)?;
+        lookup(&id).map(BaseImage).ok_or_else(|| {
+            format!("image {id} is not loaded here (its ExBashkit.Image handle was freed)")
+        })
+    }
+}
+
+// -- NIFs -------------------------------------------------------------------
+
+/// The node's handle on an image (`%ExBashkit.Image{ref: ...}`).
+pub struct ImageResource {
+    pub image: Arc<Image>,
+}
+
+#[rustler::resource_impl]
+impl rustler::Resource for ImageResource {}
+
+/// What `Image.build/1` hands the NIF: an archive and/or files, applied in
+/// that order.
+#[derive(Debug, Default)]
+pub struct BuildSpec {
+    pub rootfs: Option<Bytes>,
+    pub files: Vec<(String, Bytes)>,
+}
+from_map!(BuildSpec { rootfs, files });
+
+fn entries_of(spec: BuildSpec) -> Result<Vec<VfsEntry>, String> {
+    let limits = limits();
+    let mut entries = match &spec.rootfs {
+        Some(Bytes(tar)) => tar_io::parse(tar, &limits)?,
+        None => Vec::new(),
+    };
+    // `:files` as a tiny archive of their own, so that they get the same
+    // checks and implicit parents; then laid over the archive's entries.
+    if !spec.files.is_empty() {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (path, Bytes(content)) in &spec.files {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(content.len() as u64);
+            header.set_mode(0o644);
+            header.set_entry_type(tar::EntryType::Regular);
+            builder
+                .append_data(
+                    &mut header,
+                    path.trim_start_matches('/'),
+                    content.as_slice(),
+                )
+                .map_err(|e| format!(":files entry {path}: {e}"))?;
+        }
+        let tar = builder.into_inner().map_err(|e| e.to_string())?;
+        let files = tar_io::parse(&tar, &limits)?;
+        let mut by_path: std::collections::BTreeMap<_, _> =
+            entries.into_iter().map(|e| (e.path.clone(), e)).collect();
+        for entry in files {
+            if matches!(entry.kind, VfsEntryKind::Directory) && by_path.contains_key(&entry.path) {
+                continue;
+            }
+            by_path.insert(entry.path.clone(), entry);
+        }
+        entries = by_path.into_values().collect();
+    }
+    Ok(entries)
+}
+
+/// `{:ok, {ref, id, bytes, files}}` or `{:error, message}`.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn image_build(spec: rustler::Term) -> NifResult<(ResourceArc<ImageResource>, String, u64, u64)> {
+    let spec = BuildSpec::from_value(&Value::from_term(spec)?)?;
+    let image = runtime::block_on(async { build(entries_of(spec)?).await })?;
+    Ok((
+        ResourceArc::new(ImageResource {
+            image: Arc::clone(&image),
+        }),
+        image.id.clone(),
+        image.bytes,
+        image.files,
+    ))
+}
+
+/// The canonical tar of an image, to ship to a worker.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn image_tar<'a>(
+    env: rustler::Env<'a>,
+    handle: ResourceArc<ImageResource>,
+) -> NifResult<rustler::Term<'a>> {
+    let bytes = runtime::block_on(canonical_tar(&handle.image.fs))?;
+    Ok(crate::value::binary_term(env, &bytes))
+}

@@ -1,0 +1,251 @@
+//! What an exec ends with, as it crosses to Elixir: a `%ExBashkit.Result{}`
+//! or a `%ExBashkit.Error{}`, built as `Value` maps with their `__struct__`
+//! key so both transports (NIF terms, the worker's ETF frames) deliver the
+//! struct itself and Elixir shapes nothing.
+//!
+//! A failed exec keeps the output the script wrote before it was stopped
+//! (`Partial`): an agent told "timed out" also needs what ran.
+
+use std::sync::Arc;
+
+use bashkit::{Error, ExecResult};
+use parking_lot::Mutex;
+
+use crate::changes::Changes;
+use crate::errors;
+use crate::reply::Payload;
+use crate::value::Value;
+use crate::watchdog::ExecTicket;
+
+/// What one exec cost: commands run (bashkit's cumulative counter, before
+/// and after) and wall-clock time in the interpreter, queueing excluded.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Metrics {
+    pub commands: u64,
+    pub wall_time_us: u64,
+}
+
+/// Output a running script has written so far, fed by bashkit's output
+/// sinks or its streaming callback (already capped at the session's
+/// `max_stdout_bytes` / `max_stderr_bytes`).
+#[derive(Debug, Default)]
+pub struct Partial {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+}
+
+pub type SharedPartial = Arc<Mutex<Partial>>;
+
+impl Partial {
+    pub fn shared() -> SharedPartial {
+        Arc::new(Mutex::new(Partial::default()))
+    }
+
+    pub fn push(&mut self, stdout: &[u8], stderr: &[u8]) {
+        self.stdout.extend_from_slice(stdout);
+        self.stderr.extend_from_slice(stderr);
+    }
+
+    /// Add one sink chunk to stdout or stderr. The first chunk is kept as
+    /// it is (most scripts write one): no copy.
+    pub fn append(&mut self, bytes: Vec<u8>, stderr: bool) {
+        let buffer = if stderr {
+            &mut self.stderr
+        } else {
+            &mut self.stdout
+        };
+        if buffer.is_empty() {
+            *buffer = bytes;
+        } else {
+            buffer.extend_from_slice(&bytes);
+        }
+    }
+
+    /// Everything written so far, `(stdout, stderr)`, leaving it empty.
+    pub fn take(&mut self) -> (Vec<u8>, Vec<u8>) {
+        (
+            std::mem::take(&mut self.stdout),
+            std::mem::take(&mut self.stderr),
+        )
+    }
+}
+
+/// Why an exec did not run to completion, in the terms of
+/// `ExBashkit.Error`: `reason` (an atom), the `:limits` key that would have
+/// let it finish, the message, and the output written before it stopped.
+#[derive(Debug, Default)]
+pub struct ExecFailure {
+    pub reason: &'static str,
+    pub limit: Option<&'static str>,
+    pub message: String,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+impl ExecFailure {
+    /// A failure with no output (before the script ran, or a panic).
+    pub fn internal(message: String) -> Self {
+        Self {
+            reason: "internal",
+            message,
+            ..Self::default()
+        }
+    }
+
+    fn with_partial(mut self, partial: Option<&SharedPartial>) -> Self {
+        if let Some(partial) = partial {
+            (self.stdout, self.stderr) = partial.lock().take();
+        }
+        self
+    }
+}
+
+impl Payload for ExecFailure {
+    /// `{:error, %ExBashkit.Error{}}`.
+    fn to_value(&self) -> Value {
+        Value::tuple([
+            Value::atom("error"),
+            Value::map([
+                ("__struct__", Value::atom("Elixir.ExBashkit.Error")),
+                ("__exception__", true.into()),
+                ("reason", Value::atom(self.reason)),
+                (
+                    "limit",
+                    self.limit.map(Value::atom).unwrap_or_else(Value::nil),
+                ),
+                ("message", self.message.clone().into()),
+                ("stdout", Value::bin(&self.stdout)),
+                ("stderr", Value::bin(&self.stderr)),
+                ("exit_code", Value::nil()),
+            ]),
+        ])
+    }
+}
+
+/// What an exec ended with, ready to encode.
+pub enum ExecOutcome {
+    Ok(Box<ExecResult>, Option<Changes>, Metrics),
+    Failed(Box<ExecFailure>),
+}
+
+impl ExecOutcome {
+    /// Classify bashkit's answer. Our watchdog and `cancel/1` stop a script
+    /// through the same token: `ticket` says which one did.
+    pub fn new(
+        result: bashkit::Result<ExecResult>,
+        changes: Option<Changes>,
+        metrics: Metrics,
+        ticket: &ExecTicket,
+        timeout_ms: Option<u64>,
+        partial: Option<&SharedPartial>,
+    ) -> Self {
+        let failure = match result {
+            Ok(result) => return ExecOutcome::Ok(Box::new(result), changes, metrics),
+            Err(_) if ticket.timed_out() => ExecFailure {
+                reason: "timeout",
+                message: format!(
+                    "execution timed out after {} ms (exec option :timeout_ms)",
+                    timeout_ms.unwrap_or_default()
+                ),
+                ..ExecFailure::default()
+            },
+            Err(_) if ticket.was_cancelled() => ExecFailure {
+                reason: "cancelled",
+                message: "execution cancelled by cancel/1".to_string(),
+                ..ExecFailure::default()
+            },
+            Err(error) => classify(&error),
+        };
+        ExecOutcome::Failed(Box::new(failure.with_partial(partial)))
+    }
+
+    /// The exec was timed out or cancelled before its turn came: it never
+    /// ran, so there is no output.
+    pub fn stopped(ticket: &ExecTicket, timeout_ms: Option<u64>) -> Self {
+        let failure = if ticket.timed_out() {
+            ExecFailure {
+                reason: "timeout",
+                message: format!(
+                    "execution timed out after {} ms (exec option :timeout_ms), waiting for \
+                     the session's running exec to end",
+                    timeout_ms.unwrap_or_default()
+                ),
+                ..ExecFailure::default()
+            }
+        } else {
+            ExecFailure {
+                reason: "cancelled",
+                message: "execution cancelled before it ran".to_string(),
+                ..ExecFailure::default()
+            }
+        };
+        ExecOutcome::Failed(Box::new(failure))
+    }
+
+    pub fn panicked(panic: String) -> Self {
+        ExecOutcome::Failed(Box::new(ExecFailure::internal(format!(
+            "internal error in the interpreter: {panic}"
+        ))))
+    }
+
+    /// A failure before the interpreter ran (it could not be built).
+    pub fn error(message: String) -> Self {
+        ExecOutcome::Failed(Box::new(ExecFailure::internal(message)))
+    }
+}
+
+fn classify(error: &Error) -> ExecFailure {
+    let (reason, limit) = match error {
+        Error::Parse { .. } => ("parse", None),
+        Error::Cancelled => ("cancelled", None),
+        Error::ResourceLimit(limit) => match errors::limit_key(limit) {
+            Some("timeout_ms") => ("timeout", Some("timeout_ms")),
+            key => ("limit", key),
+        },
+        other => match errors::session_limit_key(other) {
+            Some(key) => ("limit", Some(key)),
+            None => ("internal", None),
+        },
+    };
+    ExecFailure {
+        reason,
+        limit,
+        message: errors::describe(error),
+        ..ExecFailure::default()
+    }
+}
+
+impl Payload for ExecOutcome {
+    /// `{:ok, %ExBashkit.Result{}}` or `{:error, %ExBashkit.Error{}}`.
+    fn to_value(&self) -> Value {
+        match self {
+            ExecOutcome::Ok(result, changes, metrics) => {
+                let changes = match changes {
+                    Some(c) => Value::map([
+                        ("created", c.created.clone().into()),
+                        ("modified", c.modified.clone().into()),
+                        ("deleted", c.deleted.clone().into()),
+                        ("complete", c.complete.into()),
+                    ]),
+                    None => Value::nil(),
+                };
+                let stdout = result.stdout.as_bytes();
+                let stderr = result.stderr.as_bytes();
+                Value::ok_with(Value::map([
+                    ("__struct__", Value::atom("Elixir.ExBashkit.Result")),
+                    ("stdout", Value::bin(stdout)),
+                    ("stderr", Value::bin(stderr)),
+                    ("exit_code", result.exit_code.into()),
+                    ("stdout_truncated", result.stdout_truncated.into()),
+                    ("stderr_truncated", result.stderr_truncated.into()),
+                    ("changes", changes),
+                    ("wall_time_us", metrics.wall_time_us.into()),
+                    ("commands", metrics.commands.into()),
+                    ("stdout_bytes", stdout.len().into()),
+                    ("stderr_bytes", stderr.len().into()),
+                ]))
+            }
+            ExecOutcome::Failed(failure) => failure.to_value(),
+        }
+    }
+}

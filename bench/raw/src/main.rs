@@ -819,6 +819,34 @@ impl Bench {
             .0
         });
         self.push_sample("sched.echo.inline_execute_sinks", xs);
+        // The same with a 5 ms ticker on the runtime: live execution's
+        // cancel watcher arms a 10 ms sleep on its second poll, and a timer
+        // earlier than the one the driver sleeps for wakes the driver (an
+        // eventfd write and a thread wake-up on every exec). With a ticker
+        // the driver never sleeps past 5 ms, so that sleep wakes nobody.
+        let ticker = rt.spawn(async {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        });
+        let xs = sample(b, || {
+            timed(|| {
+                let out = std::sync::Mutex::new(Vec::new());
+                let r = poll_inline(
+                    rt,
+                    bash.execute(ECHO)
+                        .stdout_fn(|bytes| {
+                            out.lock().unwrap().extend_from_slice(&bytes);
+                            std::future::ready(Ok(()))
+                        })
+                        .into_future(),
+                );
+                (r, out.into_inner().unwrap())
+            })
+            .0
+        });
+        ticker.abort();
+        self.push_sample("sched.echo.inline_execute_sinks_ticker", xs);
         let (out, _) = poll_inline(rt, bash.execute(ECHO).capture(usize::MAX).into_future());
         self.info(
             "sched.echo.execute_stdout",

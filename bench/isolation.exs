@@ -7,7 +7,11 @@
 #   * `ExBashkit.exec("echo hi")` median, each mode, and raw new+exec;
 #   * builtin round trip (script → Elixir fun → script), each mode;
 #   * total execs/s with 64 sessions, each mode (goal: process ≥ 0.8× in-node);
-#   * memory: RSS of an idle worker, and per idle session in a worker.
+#   * memory: RSS of an idle worker, and per idle session in a worker;
+#   * the runner's fairness in each mode (issue 12): while 64 sessions run a
+#     CPU-heavy loop, an unrelated `Session.exec("echo hi")` (p99) and how
+#     late `Process.sleep(1)` wakes (p99); in process mode the sessions share
+#     the workers, so this is the fairness between sessions of one worker.
 # Writes bench/isolation.md.
 
 for file <- ~w(stats sampler raw), do: Code.require_file("lib/#{file}.exs", __DIR__)
@@ -61,8 +65,65 @@ defmodule Bench.Isolation do
         Sampler.sample(budget.({1_000, 1_000, 50_000, 1_500}), fn ->
           Session.exec(builtin, "answer")
         end),
-      throughput_64: throughput(mode, 64, if(quick?, do: 5_000, else: 40_000))
+      throughput_1: throughput(mode, 1, if(quick?, do: 2_000, else: 20_000)),
+      throughput_2: throughput(mode, 2, if(quick?, do: 2_000, else: 20_000)),
+      throughput_64: throughput(mode, 64, if(quick?, do: 5_000, else: 40_000)),
+      loaded: loaded(mode, if(quick?, do: 500, else: 3_000))
     }
+  end
+
+  @loop "s=0; for ((i=0; i<10000; i++)); do s=$((s + i)); done; echo $s"
+  @loop_limits [max_commands: 1_000_000, max_loop_iterations: 1_000_000]
+
+  # 64 sessions run the 10 000-iteration loop back to back for `millis` ms;
+  # meanwhile an unrelated session execs `echo hi` and sleeps 1 ms, in turn.
+  # Returns `{echo_latencies, sleep_overshoots}` in ns.
+  defp loaded(mode, millis) do
+    stop = :atomics.new(1, [])
+
+    load =
+      for _ <- 1..64 do
+        spawn_link(fn ->
+          s = Session.new(isolation: mode, limits: @loop_limits)
+          heavy(s, stop)
+        end)
+      end
+
+    probe = Session.new(isolation: mode)
+    {:ok, _} = Session.exec(probe, @echo)
+    Process.sleep(200)
+    deadline = System.monotonic_time(:millisecond) + millis
+    result = probe_loop(probe, deadline, [], [])
+    :atomics.put(stop, 1, 1)
+
+    for pid <- load do
+      ref = Process.monitor(pid)
+      receive do: ({:DOWN, ^ref, _, _, _} -> :ok)
+    end
+
+    result
+  end
+
+  defp heavy(s, stop) do
+    if :atomics.get(stop, 1) == 0 do
+      {:ok, _} = Session.exec(s, @loop)
+      heavy(s, stop)
+    end
+  end
+
+  defp probe_loop(s, deadline, echoes, lates) do
+    if System.monotonic_time(:millisecond) >= deadline do
+      {echoes, lates}
+    else
+      t0 = System.monotonic_time()
+      {:ok, _} = Session.exec(s, @echo)
+      t1 = System.monotonic_time()
+      Process.sleep(1)
+      t2 = System.monotonic_time()
+      echo = System.convert_time_unit(t1 - t0, :native, :nanosecond)
+      late = System.convert_time_unit(t2 - t1, :native, :nanosecond) - 1_000_000
+      probe_loop(s, deadline, [echo | echoes], [max(late, 0) | lates])
+    end
   end
 
   # `n` processes with a session each, `total` execs of `echo hi` in all.
@@ -145,6 +206,8 @@ defmodule Bench.Isolation do
     end
 
     tp = fn mode -> m[mode].throughput_64 end
+    scale = fn mode -> m[mode].throughput_2 / m[mode].throughput_1 end
+    p99 = fn mode, i -> Stats.fmt_ns(Stats.summary(elem(m[mode].loaded, i))[:p99]) end
 
     """
     # Isolation modes, side by side
@@ -162,6 +225,12 @@ defmodule Bench.Isolation do
     | throughput, 64 sessions | in_node | process | process / in_node |
     |---|---|---|---|
     | execs/s | #{Stats.fmt_int(tp.(:in_node))} | #{Stats.fmt_int(tp.(:process))} | #{Stats.fmt_ratio(tp.(:process) / tp.(:in_node))} |
+
+    | runner fairness (issue 12) | in_node | process | goal |
+    |---|---|---|---|
+    | total execs/s, 2 sessions / 1 | #{Stats.fmt_ratio(scale.(:in_node))} | #{Stats.fmt_ratio(scale.(:process))} | ≥ 1.6× |
+    | 64 heavy scripts: unrelated `echo hi` p99 | #{p99.(:in_node, 0)} | #{p99.(:process, 0)} | ≤ 10 ms |
+    | 64 heavy scripts: `Process.sleep(1)` overshoot p99 | #{p99.(:in_node, 1)} | #{p99.(:process, 1)} | ≤ 5 ms |
 
     | worker memory | |
     |---|---|

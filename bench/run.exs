@@ -11,17 +11,22 @@ for file <- ~w(stats sampler raw cases otp_cases chart report) do
 end
 
 defmodule Bench.Run do
-  @groups ~w(echo new loop pipeline vfs builtin vfs_backend snapshot concurrency memory responsiveness construct) ++
+  @groups ~w(echo new loop pipeline vfs builtin vfs_backend snapshot cpu nested concurrency memory responsiveness construct) ++
             Bench.OtpCases.groups()
   # Groups the Rust harness knows (responsiveness is BEAM-only, construct
   # raw-only: where bashkit's construction time goes).
-  @raw_groups ~w(echo new loop pipeline vfs builtin vfs_backend snapshot concurrency memory construct)
+  @raw_groups ~w(echo new loop pipeline vfs builtin vfs_backend snapshot cpu concurrency memory construct)
   # Latency groups run in several rounds, raw and ours alternating, so that a
   # burst of outside load hits both sides alike; their samples are pooled.
   @repeated ~w(echo new loop pipeline vfs builtin vfs_backend snapshot)
   @rounds 3
 
   def main(argv) do
+    # The figures are the in-node path's (the NIF); `scripts/bench-isolation`
+    # measures the worker path beside it. Sessions made without an explicit
+    # `:isolation` follow this.
+    Application.put_env(:ex_bashkit, :isolation, :in_node)
+
     {opts, _, _} =
       OptionParser.parse(argv,
         strict: [quick: :boolean, only: :string, out: :string, charts: :string]

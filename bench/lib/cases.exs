@@ -17,6 +17,7 @@ defmodule Bench.Cases do
   @echo "echo hi"
   @loop "s=0; for ((i=0; i<10000; i++)); do s=$((s + i)); done; echo $s"
   @pipeline "seq 1 10000 | grep 7 | wc -l"
+  @loop50 "i=0; while [ $i -lt 50 ]; do i=$((i + 1)); done; echo $i"
   @builtin "answer"
   @vfs_backend "cat /api/blob | wc -c"
   @mb 1024 * 1024
@@ -166,6 +167,24 @@ defmodule Bench.Cases do
     end
   end
 
+  # CPU time per exec of one session exec'ing back to back: `echo hi` and a
+  # 50-iteration `while` loop (the per-command cost), as throughput records
+  # so that the CPU of every thread is counted.
+  def run("cpu", quick?) do
+    ops = if quick?, do: 2_000, else: 20_000
+
+    for {name, script} <- [{"echo", @echo}, {"loop50", @loop50}] do
+      Sampler.isolated(fn -> cpu_case(name, script, ops) end)
+    end
+  end
+
+  # 100 sessions whose builtin execs a script on a session of its own, all
+  # at once: every one must complete (the nested calls must not starve).
+  def run("nested", quick?) do
+    n = if quick?, do: 20, else: 100
+    Sampler.isolated(fn -> nested(n) end)
+  end
+
   def run("concurrency", quick?) do
     total = if quick?, do: 5_000, else: @concurrency_ops
 
@@ -270,6 +289,56 @@ defmodule Bench.Cases do
      Enum.map(latencies, ns)}
   end
 
+  defp cpu_case(name, script, ops) do
+    session = Session.new()
+    {:ok, _} = Session.exec(session, script)
+    cpu0 = cpu_ns()
+    t0 = System.monotonic_time()
+
+    lat =
+      for _ <- 1..ops do
+        t = System.monotonic_time()
+        {:ok, _} = Session.exec(session, script)
+        System.monotonic_time() - t
+      end
+
+    elapsed = System.monotonic_time() - t0
+    cpu = cpu_ns() - cpu0
+    ns = &System.convert_time_unit(&1, :native, :nanosecond)
+    {:throughput, "ours/cpu.#{name}", 1, ops, ns.(elapsed), cpu, Enum.map(lat, ns)}
+  end
+
+  defp nested(n) do
+    builtin = fn _call ->
+      inner = Session.new()
+      {:ok, r} = Session.exec(inner, "echo inner")
+      {:ok, r.stdout}
+    end
+
+    parent = self()
+    t0 = System.monotonic_time()
+
+    for i <- 1..n do
+      spawn(fn ->
+        session = Session.new(builtins: %{"nest" => builtin})
+        send(parent, {:nested, i, Session.exec(session, "nest", timeout_ms: 10_000)})
+      end)
+    end
+
+    ok =
+      Enum.count(1..n, fn _ ->
+        receive do
+          {:nested, _, {:ok, %ExBashkit.Result{stdout: "inner\n"}}} -> true
+          {:nested, _, _} -> false
+        after
+          15_000 -> false
+        end
+      end)
+
+    ms = System.convert_time_unit(System.monotonic_time() - t0, :native, :microsecond) / 1000
+    [{:info, "ours/nested.ok", "#{ok}/#{n}"}, {:info, "ours/nested.ms", Float.to_string(ms)}]
+  end
+
   # RSS growth while `count` more sessions are created and kept, after
   # `@memory_base` already exist: the marginal cost of one idle session,
   # BEAM side (the struct and resource handle) included.
@@ -347,8 +416,10 @@ defmodule Bench.Cases do
 
     # Let the load ramp up (every session running) before measuring.
     Process.sleep(200)
+    unrelated = Task.async(fn -> unrelated_echo(secs) end)
     busy = ping_for(secs)
     busy_udp = Bench.Raw.ping(udp_port, secs)
+    unrelated = Task.await(unrelated, :infinity)
     :atomics.put(stop, 1, 1)
 
     scripts =
@@ -369,8 +440,30 @@ defmodule Bench.Cases do
       {:sample, "ours/ping.loaded", elem(busy, 0)},
       {:sample, "ours/sleep_overshoot.idle", elem(idle, 1)},
       {:sample, "ours/sleep_overshoot.loaded", elem(busy, 1)},
+      {:sample, "ours/unrelated_echo.loaded", unrelated},
       {:info, "ours/ping.loaded_scripts", Integer.to_string(scripts)}
     ] ++ udp.(idle_udp, "idle") ++ udp.(busy_udp, "loaded")
+  end
+
+  # `Session.exec("echo hi")` on a session of its own, every millisecond for
+  # `millis` ms, while the load runs: what a user unrelated to it waits.
+  defp unrelated_echo(millis) do
+    session = Session.new()
+    {:ok, _} = Session.exec(session, @echo)
+    deadline = System.monotonic_time(:millisecond) + millis
+    unrelated_loop(session, deadline, [])
+  end
+
+  defp unrelated_loop(session, deadline, acc) do
+    if System.monotonic_time(:millisecond) >= deadline do
+      Enum.reverse(acc)
+    else
+      t0 = System.monotonic_time()
+      {:ok, _} = Session.exec(session, @echo)
+      ns = System.convert_time_unit(System.monotonic_time() - t0, :native, :nanosecond)
+      Process.sleep(1)
+      unrelated_loop(session, deadline, [ns | acc])
+    end
   end
 
   defp rename_udp({tag, "raw/ping.udp" <> rest, value}, phase),

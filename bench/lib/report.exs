@@ -183,6 +183,63 @@ defmodule Bench.Report do
     ]
   end
 
+  @doc "The goal table of issue 12 (the runner): `{figure, goal, measured, met?}`."
+  def scheduler_goals(r) do
+    s_exec = median(r, "ours/echo_hi.session_exec")
+    raw_exec = median(r, "raw/echo_hi.exec")
+    once = median(r, "ours/echo_hi.exec")
+    raw_new_exec = median(r, "raw/echo_hi.new_exec")
+    new = median(r, "ours/session_new.new")
+    raw_new = median(r, "raw/session_new.new")
+    builtin = median(r, "ours/builtin.exec")
+    c1 = ops_per_s(r, "ours/concurrency.1")
+    c2 = ops_per_s(r, "ours/concurrency.2")
+    c64 = ops_per_s(r, "ours/concurrency.64")
+    raw64 = ops_per_s(r, "raw/concurrency.64")
+    cpu_echo = cpu_per_op(r, "ours/cpu.echo")
+    raw_cpu_echo = cpu_per_op(r, "raw/cpu.echo")
+    cpu_loop = cpu_per_op(r, "ours/cpu.loop50")
+    raw_cpu_loop = cpu_per_op(r, "raw/cpu.loop50")
+    sleep = stats(r, "ours/sleep_overshoot.loaded")
+    unrelated = stats(r, "ours/unrelated_echo.loaded")
+    ping = stats(r, "ours/udp_ping.loaded")
+    nested_ok = info(r, "ours/nested.ok")
+    nested_ms = info(r, "ours/nested.ms")
+    plus = fn a, b -> "#{fmt_ns(a)} vs #{fmt_ns(b)}: +#{fmt_delta(a, b)}" end
+    p99 = fn s -> if s, do: "p99 #{fmt_ns(s.p99)} (median #{fmt_ns(s.median)})", else: "–" end
+
+    [
+      {"`Session.exec(\"echo hi\")` median", "≤ raw exec + 3 µs", plus.(s_exec, raw_exec),
+       check(s_exec, raw_exec, &(&1 - &2 <= 3_000))},
+      {"`ExBashkit.exec(\"echo hi\")` median", "≤ raw new+exec + 5 µs", plus.(once, raw_new_exec),
+       check(once, raw_new_exec, &(&1 - &2 <= 5_000))},
+      {"`Session.new/1` median", "≤ raw new + 3 µs", plus.(new, raw_new),
+       check(new, raw_new, &(&1 - &2 <= 3_000))},
+      {"builtin round trip", "≤ plain exec + 15 µs", plus.(builtin, s_exec),
+       check(builtin, s_exec, &(&1 - &2 <= 15_000))},
+      {"total execs/s, 2 sessions vs 1", "≥ 1.6×",
+       "#{fmt_int(c2)} / #{fmt_int(c1)} = #{fmt_ratio(ratio(c2, c1))}",
+       check(c2, c1, &(&1 / &2 >= 1.6))},
+      {"total execs/s at 64 sessions", "≥ 0.5× raw at 64",
+       "#{fmt_int(c64)} vs #{fmt_int(raw64)} = #{fmt_ratio(ratio(c64, raw64))}",
+       check(c64, raw64, &(&1 / &2 >= 0.5))},
+      {"CPU per exec, `echo hi`", "≤ 1.5× raw",
+       "#{fmt_ns(cpu_echo)} vs #{fmt_ns(raw_cpu_echo)} = #{fmt_ratio(ratio(cpu_echo, raw_cpu_echo))}",
+       check(cpu_echo, raw_cpu_echo, &(&1 <= 1.5 * &2))},
+      {"CPU per exec, 50-iteration `while`", "≤ 1.5× raw",
+       "#{fmt_ns(cpu_loop)} vs #{fmt_ns(raw_cpu_loop)} = #{fmt_ratio(ratio(cpu_loop, raw_cpu_loop))}",
+       check(cpu_loop, raw_cpu_loop, &(&1 <= 1.5 * &2))},
+      {"64 heavy scripts: `Process.sleep(1)` overshoot", "p99 ≤ 5 ms", p99.(sleep),
+       sleep && sleep.p99 <= 5_000_000},
+      {"64 heavy scripts: unrelated `Session.exec(\"echo hi\")`", "p99 ≤ 10 ms", p99.(unrelated),
+       unrelated && unrelated.p99 <= 10_000_000},
+      {"64 heavy scripts: UDP ping", "p99 ≤ 2 ms", p99.(ping), ping && ping.p99 <= 2_000_000},
+      {"100 nested builtin → exec at once", "100/100 in < 1 s",
+       if(nested_ok, do: "#{nested_ok} in #{nested_ms} ms", else: "–"),
+       nested_ok && nested_ok == "100/100" && String.to_float(nested_ms) < 1000}
+    ]
+  end
+
   defp fmt_delta(a, b) when is_number(a) and is_number(b), do: fmt_ns(a - b)
   defp fmt_delta(_, _), do: "–"
 
@@ -202,6 +259,15 @@ defmodule Bench.Report do
       "Each comparison is a ratio of figures measured in this same run.\n\n",
       "| target | measured | verdict |\n|---|---|---|\n",
       for({t, measured, ok} <- targets(r), do: "| #{t} | #{measured} | #{verdict(ok)} |\n"),
+      "\n## Scheduler goals (issue 12)\n\n",
+      "How scripts are run (`native/ex_bashkit/src/runner.rs`), measured against raw bashkit ",
+      "in this same run; in-node sessions (`isolation: :in_node`), default VM flags. The worker ",
+      "path is measured by `scripts/bench-isolation` (`bench/isolation.md`).\n\n",
+      "| figure | goal | measured | verdict |\n|---|---|---|---|\n",
+      for(
+        {f, goal, measured, ok} <- scheduler_goals(r),
+        do: "| #{f} | #{goal} | #{measured} | #{verdict(ok)} |\n"
+      ),
       "\n## Latency\n\n",
       "Median (p90 / p99) over `n` runs after a warm-up. *raw* is bashkit 0.20.2 driven from Rust ",
       "with the same builder settings and tokio runtime as the NIF (`bench/raw`); *ExBashkit* is ",
@@ -401,7 +467,11 @@ defmodule Bench.Report do
       row.("in-VM ping, idle", "ours/ping.idle"),
       row.("in-VM ping, 64 sessions busy", "ours/ping.loaded"),
       row.("sleep overshoot, idle", "ours/sleep_overshoot.idle"),
-      row.("sleep overshoot, 64 sessions busy", "ours/sleep_overshoot.loaded")
+      row.("sleep overshoot, 64 sessions busy", "ours/sleep_overshoot.loaded"),
+      row.(
+        "unrelated `Session.exec(\"echo hi\")`, 64 sessions busy",
+        "ours/unrelated_echo.loaded"
+      )
     ]
   end
 

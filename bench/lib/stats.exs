@@ -53,6 +53,7 @@ defmodule Bench.Stats do
   def fmt_bytes(b), do: "#{:erlang.float_to_binary(b / 1024 / 1024, decimals: 1)} MiB"
 
   @doc "An integer with thousands separators."
+  def fmt_int(nil), do: "–"
   def fmt_int(n) when is_float(n), do: fmt_int(round(n))
 
   def fmt_int(n) when is_integer(n) do

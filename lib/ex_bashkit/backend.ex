@@ -84,8 +84,20 @@ defmodule ExBashkit.Backend do
   def exec(resource, :in_node, script, call, _meta) do
     ref = make_ref()
 
-    with {:ok, id} <- nif(fn -> Native.session_exec(resource, script, call, self(), ref) end),
-         do: {:ok, ref, id}
+    # A short script completes within the NIF call (the runner's inline fast
+    # path, `runner.rs`): its answer is put in the mailbox as if it had come
+    # from an interpreter thread, so the waiting code is the same.
+    case nif(fn -> Native.session_exec(resource, script, call, self(), ref) end) do
+      {:ok, {:done, id, outcome}} ->
+        send(self(), {:ex_bashkit_reply, ref, outcome})
+        {:ok, ref, id}
+
+      {:ok, {:ok, id}} ->
+        {:ok, ref, id}
+
+      {:error, _} = error ->
+        error
+    end
   end
 
   def exec(_resource, {:process, name, sid}, script, call, meta) do
@@ -104,9 +116,17 @@ defmodule ExBashkit.Backend do
   def exec_once(config, script, :in_node, _meta) do
     ref = make_ref()
 
+    # A short script completes within the NIF call (see exec/5).
     case Native.exec_once(config, script, self(), ref) do
-      {:ok, :ok} -> {:ok, ref}
-      {:error, message} -> {:error, message}
+      {:ok, {:done, outcome}} ->
+        send(self(), {:ex_bashkit_reply, ref, outcome})
+        {:ok, ref}
+
+      {:ok, :ok} ->
+        {:ok, ref}
+
+      {:error, message} ->
+        {:error, message}
     end
   end
 

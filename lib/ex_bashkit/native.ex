@@ -4,10 +4,12 @@ defmodule ExBashkit.Native do
   # arguments: every public entry point validates before calling them.
   #
   # Long work (scripts, anything that needs a session's interpreter) never
-  # runs inside a NIF call: `session_exec/5`, `exec_once/4`, `session_state/4`,
-  # `session_reset/4` submit the work to the library's interpreter threads and
-  # return at once; the answer arrives as `{:ex_bashkit_reply, ref, outcome}`
-  # (see `ExBashkit.Callbacks`).
+  # runs inside a NIF call for long: `session_exec/5` and `exec_once/4` run a
+  # script on their dirty CPU scheduler for at most a short slice and return
+  # `{:done, ...}` when it completed there; otherwise they, like
+  # `session_state/4` and `session_reset/4`, leave the work to the library's
+  # runner threads and the answer arrives as `{:ex_bashkit_reply, ref,
+  # outcome}` (see `ExBashkit.Callbacks`, `native/ex_bashkit/src/runner.rs`).
 
   @on_load :load_nif
 
@@ -19,7 +21,7 @@ defmodule ExBashkit.Native do
 
   # Interpreter thread settings from `config :ex_bashkit, ...`, read once.
   defp runtime_config do
-    for key <- [:worker_threads, :max_script_threads, :stack_size],
+    for key <- [:worker_threads, :max_script_threads, :stack_size, :runner_nice],
         value = Application.get_env(:ex_bashkit, key),
         is_integer(value) and value > 0,
         do: {key, value}

@@ -34,11 +34,15 @@ defmodule ExBashkit.Session do
 
   ## Where scripts run
 
-  Scripts run on the library's own threads, one per running script with a
-  large stack, never on a BEAM scheduler: `exec/2` submits the script and
-  waits for a message with the outcome. A long script therefore holds no
-  scheduler, dirty or normal, deep recursion in a script cannot overflow a
-  scheduler's stack, and a CPU-bound script cannot stall other sessions.
+  A script first runs inside the `exec/2` call, on a dirty CPU scheduler
+  and a large stack of its own, for at most 500 µs: a short script answers
+  right there, with no thread hand-off. A script that waits (a builtin,
+  `sleep`, the network) or runs longer moves to the library's runner
+  threads (one per core, at a lower CPU priority than the VM's) and the
+  answer comes as a message. A long script therefore holds no scheduler,
+  deep recursion in a script cannot overflow a scheduler's stack, and
+  CPU-bound scripts share the runners fairly (they yield every 64 commands)
+  without stalling other sessions or the VM.
 
   ## Options
 
@@ -161,7 +165,7 @@ defmodule ExBashkit.Session do
   script that called it holds the session, so such a call returns
   `{:error, "re-entrant exec: ..."}` at once. Driving a different session from
   inside a builtin is fine, including under load: a script waiting for a
-  builtin parks only its own thread, never a scheduler.
+  builtin holds no thread at all, never a scheduler.
 
   ## Virtual filesystem backends
 

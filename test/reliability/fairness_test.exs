@@ -12,10 +12,11 @@ defmodule ExBashkit.Reliability.FairnessTest do
     max_total_loop_iterations: 1_000_000_000_000
   ]
 
-  # bashkit never yields while it computes. When scripts shared a few worker
-  # threads, one CPU-bound script per thread stalled every other session
-  # (measured: an `echo hi` waited 19.4 s). Each script now has a thread of
-  # its own (runtime.rs) and the OS shares the CPU.
+  # bashkit's buffered exec never yields while it computes. When scripts
+  # shared a few worker threads, one CPU-bound script per thread stalled
+  # every other session (measured: an `echo hi` waited 19.4 s). Scripts now
+  # run through bashkit's live execution, which yields every 64 commands, and
+  # the runner pool round-robins between them (runner.rs).
   @tag timeout: 120_000
   test "CPU-bound scripts do not starve other sessions" do
     busy = System.schedulers_online() * 2 + 2

@@ -25,6 +25,7 @@
 //! investigation groups).
 
 use std::fmt::Write as _;
+use std::future::IntoFuture as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -48,9 +49,14 @@ const GROUPS: &[&str] = &[
     "builtin",
     "vfs_backend",
     "snapshot",
+    "cpu",
     "concurrency",
     "memory",
 ];
+
+/// A short CPU-bound script: 50 iterations of a `while` loop (the issue's
+/// per-command cost case; the Elixir side runs the same).
+const LOOP50: &str = "i=0; while [ $i -lt 50 ]; do i=$((i + 1)); done; echo $i";
 
 /// The scripts, shared with `bench/cases.exs` (keep them identical).
 const ECHO: &str = "echo hi";
@@ -132,6 +138,59 @@ fn runtime() -> Runtime {
         .enable_all()
         .build()
         .expect("runtime")
+}
+
+// ---------------------------------------------------------------------------
+// The scheduler investigation (group `sched`): what running a script on the
+// calling thread costs, on a big stack switched in with corosensei, polled
+// with a waker that only records a wake-up (as the NIF's inline path does).
+
+/// A waker that records that it was woken.
+struct Flag(std::sync::atomic::AtomicBool);
+
+impl std::task::Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+thread_local! {
+    /// One big stack per thread, reused by every inline run.
+    static BIG_STACK: std::cell::RefCell<Option<corosensei::stack::DefaultStack>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Poll `fut` on this thread's big stack until it completes, counting the
+/// times it returned Pending (bashkit's live execution yields every 64
+/// commands).
+fn poll_inline<F: std::future::Future>(rt: &Runtime, fut: F) -> (F::Output, u64) {
+    let _ctx = rt.enter();
+    BIG_STACK.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let stack = slot.get_or_insert_with(|| {
+            corosensei::stack::DefaultStack::new(64 * 1024 * 1024).expect("stack")
+        });
+        corosensei::on_stack(stack, || {
+            let flag = Arc::new(Flag(std::sync::atomic::AtomicBool::new(false)));
+            let waker = std::task::Waker::from(Arc::clone(&flag));
+            let mut cx = std::task::Context::from_waker(&waker);
+            let mut fut = std::pin::pin!(fut);
+            let mut pendings = 0;
+            loop {
+                if let std::task::Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+                    return (v, pendings);
+                }
+                pendings += 1;
+                if !flag.0.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                    // Nothing woke it: a real wait. Block like a runner would.
+                    std::thread::yield_now();
+                }
+            }
+        })
+    })
 }
 
 /// Submissions so far: an idle worker spinning before it parks watches it.
@@ -600,6 +659,31 @@ impl Bench {
         self.push_sample("snapshot_1mb.restore", xs);
     }
 
+    /// CPU time per exec of one interpreter exec'ing back to back on this
+    /// thread: `echo hi` and the 50-iteration loop (bench/lib/cases.exs
+    /// `cpu`).
+    fn cpu(&mut self) {
+        let rt = Arc::clone(&self.rt);
+        let ops = if self.quick { 2_000 } else { 20_000 };
+        for (name, script) in [("echo", ECHO), ("loop50", LOOP50)] {
+            let mut bash = build_bash();
+            exec_ok(&rt, &mut bash, script);
+            let cpu0 = cpu_ns();
+            let start = Instant::now();
+            let latencies: Vec<u64> = (0..ops)
+                .map(|_| timed(|| rt.block_on(bash.exec(script))).0.as_nanos() as u64)
+                .collect();
+            self.records.push(Record::Throughput {
+                name: format!("cpu.{name}"),
+                sessions: 1,
+                ops: ops as u64,
+                elapsed_ns: start.elapsed().as_nanos() as u64,
+                cpu_ns: cpu_ns() - cpu0,
+                latencies,
+            });
+        }
+    }
+
     /// `n` sessions exec'ing "echo hi" back to back, `TOTAL_OPS` execs in
     /// all split evenly between them (the Elixir side does the same).
     fn concurrency(&mut self) {
@@ -700,6 +784,107 @@ impl Bench {
                 self.push_sample(&format!("handoff.spin{spin_us}.{recv}"), xs);
             }
         }
+    }
+
+    /// Investigation: the building blocks of the runner (see bench/analysis.md).
+    fn sched(&mut self) {
+        let rt = Arc::clone(&self.rt);
+        let rt = &*rt;
+        let b = self.budget(Budget::new(2_000, 2_000, 200_000, 1_000));
+        let mut bash = build_bash();
+        let xs = sample(b, || timed(|| rt.block_on(bash.exec(ECHO))).0);
+        self.push_sample("sched.echo.block_on", xs);
+        let xs = sample(b, || timed(|| poll_inline(rt, bash.exec(ECHO))).0);
+        self.push_sample("sched.echo.inline_exec", xs);
+        let xs = sample(b, || {
+            timed(|| poll_inline(rt, bash.execute(ECHO).capture(usize::MAX).into_future())).0
+        });
+        self.push_sample("sched.echo.inline_execute", xs);
+        // As the NIF does it: no `capture` (it allocates both output caps
+        // on every exec), output collected by sinks.
+        let xs = sample(b, || {
+            timed(|| {
+                let out = std::sync::Mutex::new(Vec::new());
+                let r = poll_inline(
+                    rt,
+                    bash.execute(ECHO)
+                        .stdout_fn(|bytes| {
+                            out.lock().unwrap().extend_from_slice(&bytes);
+                            std::future::ready(Ok(()))
+                        })
+                        .into_future(),
+                );
+                (r, out.into_inner().unwrap())
+            })
+            .0
+        });
+        self.push_sample("sched.echo.inline_execute_sinks", xs);
+        // The same with a 5 ms ticker on the runtime: live execution's
+        // cancel watcher arms a 10 ms sleep on its second poll, and a timer
+        // earlier than the one the driver sleeps for wakes the driver (an
+        // eventfd write and a thread wake-up on every exec). With a ticker
+        // the driver never sleeps past 5 ms, so that sleep wakes nobody.
+        let ticker = rt.spawn(async {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        });
+        let xs = sample(b, || {
+            timed(|| {
+                let out = std::sync::Mutex::new(Vec::new());
+                let r = poll_inline(
+                    rt,
+                    bash.execute(ECHO)
+                        .stdout_fn(|bytes| {
+                            out.lock().unwrap().extend_from_slice(&bytes);
+                            std::future::ready(Ok(()))
+                        })
+                        .into_future(),
+                );
+                (r, out.into_inner().unwrap())
+            })
+            .0
+        });
+        ticker.abort();
+        self.push_sample("sched.echo.inline_execute_sinks_ticker", xs);
+        let (out, _) = poll_inline(rt, bash.execute(ECHO).capture(usize::MAX).into_future());
+        self.info(
+            "sched.echo.execute_stdout",
+            String::from_utf8_lossy(out.unwrap().stdout.as_bytes()).into_owned(),
+        );
+        // Per-command cost: a 50-iteration loop, exec vs live execution.
+        let b = self.budget(Budget::new(200, 500, 50_000, 1_000));
+        let xs = sample(b, || timed(|| rt.block_on(bash.exec(LOOP50))).0);
+        self.push_sample("sched.loop50.block_on", xs);
+        let xs = sample(b, || {
+            timed(|| poll_inline(rt, bash.execute(LOOP50).capture(usize::MAX).into_future())).0
+        });
+        self.push_sample("sched.loop50.inline_execute", xs);
+        // The 10 000-iteration loop: how often does live execution yield?
+        let mut heavy = finish(builder(loop_limits()).build());
+        let b = self.budget(Budget::new(2, 10, 200, 1_000));
+        let mut pendings = 0;
+        let xs = sample(b, || {
+            timed(|| {
+                let (r, p) = poll_inline(rt, heavy.execute(LOOP).capture(usize::MAX).into_future());
+                assert!(r.is_ok());
+                pendings = p;
+            })
+            .0
+        });
+        self.push_sample("sched.loop10k.inline_execute", xs);
+        self.info("sched.loop10k.pendings", pendings.to_string());
+        let xs = sample(b, || timed(|| rt.block_on(heavy.exec(LOOP))).0);
+        self.push_sample("sched.loop10k.block_on", xs);
+        // Deep recursion on the inline big stack (bounded by bashkit's own
+        // depth limit; it must end with an error, not a crash).
+        let (r, _) = poll_inline(
+            rt,
+            bash.execute("f() { f; }; f")
+                .capture(usize::MAX)
+                .into_future(),
+        );
+        self.info("sched.recursion", format!("{:?}", r.map(|r| r.exit_code)));
     }
 
     /// Investigation: where does construction time go?
@@ -837,7 +1022,7 @@ fn main() {
             "--quick" => quick = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: ex_bashkit_raw_bench [--json] [--quick] [GROUP...]\ngroups: {} construct handoff",
+                    "usage: ex_bashkit_raw_bench [--json] [--quick] [GROUP...]\ngroups: {} construct handoff sched",
                     GROUPS.join(" ")
                 );
                 return;
@@ -873,13 +1058,15 @@ fn main() {
             "builtin" => bench.builtin(),
             "vfs_backend" => bench.vfs_backend(),
             "snapshot" => bench.snapshot(),
+            "cpu" => bench.cpu(),
             "concurrency" => bench.concurrency(),
             "memory" => bench.memory(),
             "construct" => bench.construct(),
             "handoff" => bench.handoff(),
+            "sched" => bench.sched(),
             other => {
                 eprintln!(
-                    "unknown group {other}; groups: {} construct handoff",
+                    "unknown group {other}; groups: {} construct handoff sched",
                     GROUPS.join(" ")
                 );
                 std::process::exit(2);

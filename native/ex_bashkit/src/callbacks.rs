@@ -23,10 +23,10 @@
 //!    deadline, the caller's death); a late answer finds no entry in
 //!    `PENDING` and is dropped.
 //!
-//! Waiting is an `await` on the oneshot, on the script's own thread (see
-//! `runtime.rs`): no BEAM scheduler waits, so a builtin that itself execs
-//! another session cannot starve a scheduler pool. This is why scripts run
-//! on our runtime and not on dirty schedulers.
+//! Waiting is an `await` on the oneshot, on the runner pool (a script
+//! polled inline on a dirty scheduler is parked first, `runner.rs`): no BEAM
+//! scheduler waits and a waiting script holds no thread, so a builtin that
+//! itself execs another session cannot starve a scheduler pool.
 //!
 //! A channel has a target only while an exec runs. With no target (an idle
 //! session, or a filesystem-API call made from a BEAM thread) a back-call
@@ -137,6 +137,9 @@ impl CallbackChannel {
 
     /// Ask Elixir to handle `request`; wait for the answer or an interrupt.
     pub async fn call(&self, request: &dyn Request) -> Result<Answer, CallError> {
+        // A script polled on its submitting thread moves to a runner first:
+        // a back-call is neither sent from nor waited for on that thread.
+        crate::runner::leave_inline().await;
         if on_beam_thread() {
             return Err(CallError::NoTarget);
         }

@@ -27,6 +27,7 @@ mod parse;
 mod policy;
 mod python;
 mod reply;
+mod runner;
 mod runtime;
 mod runtime_mounts;
 mod search;

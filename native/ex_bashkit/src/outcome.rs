@@ -25,8 +25,8 @@ pub struct Metrics {
     pub wall_time_us: u64,
 }
 
-/// Output a running script has written so far, fed by bashkit's streaming
-/// callback (a chunk per command, already capped at the session's
+/// Output a running script has written so far, fed by bashkit's output
+/// sinks or its streaming callback (already capped at the session's
 /// `max_stdout_bytes` / `max_stderr_bytes`).
 #[derive(Debug, Default)]
 pub struct Partial {
@@ -44,6 +44,29 @@ impl Partial {
     pub fn push(&mut self, stdout: &[u8], stderr: &[u8]) {
         self.stdout.extend_from_slice(stdout);
         self.stderr.extend_from_slice(stderr);
+    }
+
+    /// Add one sink chunk to stdout or stderr. The first chunk is kept as
+    /// it is (most scripts write one): no copy.
+    pub fn append(&mut self, bytes: Vec<u8>, stderr: bool) {
+        let buffer = if stderr {
+            &mut self.stderr
+        } else {
+            &mut self.stdout
+        };
+        if buffer.is_empty() {
+            *buffer = bytes;
+        } else {
+            buffer.extend_from_slice(&bytes);
+        }
+    }
+
+    /// Everything written so far, `(stdout, stderr)`, leaving it empty.
+    pub fn take(&mut self) -> (Vec<u8>, Vec<u8>) {
+        (
+            std::mem::take(&mut self.stdout),
+            std::mem::take(&mut self.stderr),
+        )
     }
 }
 
@@ -71,9 +94,7 @@ impl ExecFailure {
 
     fn with_partial(mut self, partial: Option<&SharedPartial>) -> Self {
         if let Some(partial) = partial {
-            let mut partial = partial.lock();
-            self.stdout = std::mem::take(&mut partial.stdout);
-            self.stderr = std::mem::take(&mut partial.stderr);
+            (self.stdout, self.stderr) = partial.lock().take();
         }
         self
     }

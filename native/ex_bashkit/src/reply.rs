@@ -144,6 +144,12 @@ impl ReplyTo {
         Arc::clone(&self.caller)
     }
 
+    /// The request was answered another way (the inline fast path returned
+    /// the outcome directly): send nothing.
+    pub fn dismiss(mut self) {
+        self.answered = true;
+    }
+
     /// Send the final `{:ex_bashkit_reply, ref, outcome}`.
     pub fn finish(mut self, outcome: &dyn Payload) {
         self.answered = true;

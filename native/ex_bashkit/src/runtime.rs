@@ -7,14 +7,16 @@
 //! dirty pool). A NIF therefore only *submits* work here and returns; the
 //! result comes back to the caller as a message.
 //!
-//! A script runs on a thread of its own (tokio's blocking pool, see
-//! `spawn_script`): bashkit never yields while it computes, so scripts
-//! sharing a few worker threads would make one CPU-bound script stall every
-//! other session. With a thread each, the OS shares the CPU between them; a
-//! script that waits (a back-call into Elixir, `sleep`) parks only its own
-//! thread. Jobs that may compute for long (snapshots, restores, resets) get
-//! a thread each too (`spawn_job`); only short ones (`state`, searches) use
-//! the worker threads, which also serve every session's timers.
+//! A script is first polled by the thread that submitted it, and only a
+//! script that is not done within a short slice becomes a task here (see
+//! `runner.rs`): the worker threads are the runner pool, one per core, with
+//! big stacks, at the lowest CPU priority so the VM's own threads win the
+//! CPU. bashkit's live execution yields every 64 commands, so a few runners
+//! share the CPU fairly between any number of long scripts, and a script
+//! that waits (a back-call into Elixir, `sleep`) holds no thread. Jobs that
+//! may compute for long without yielding (snapshots, restores, resets) get
+//! a thread each (`spawn_job`); only short ones (`state`, searches) share
+//! the runners, which also serve every session's timers.
 //!
 //! The runtime lives in a `static` and is never dropped: dropping a tokio
 //! runtime during VM teardown is a known source of exit-time crashes.
@@ -30,8 +32,11 @@ use tokio::runtime::{Builder, Runtime};
 pub struct RuntimeConfig {
     /// Worker threads (timers, short jobs).
     pub worker_threads: usize,
-    /// Scripts that may run at once, one thread each; more wait their turn.
+    /// Threads of the blocking pool (host filesystem calls, session builds).
     pub max_script_threads: usize,
+    /// The runner threads' nice value (0..=19; 19, the default, lets every
+    /// thread of the VM run first; see `runner.rs`).
+    pub runner_nice: i32,
     /// Stack size of every interpreter thread, in bytes. The interpreter's
     /// recursion (functions, subshells, substitutions) needs far more than a
     /// scheduler thread offers; the memory is reserved, not committed.
@@ -44,6 +49,7 @@ impl Default for RuntimeConfig {
         Self {
             worker_threads: cores.max(2),
             max_script_threads: 1024,
+            runner_nice: 19,
             stack_size: 64 * 1024 * 1024,
         }
     }
@@ -79,11 +85,13 @@ pub fn configure(config: RuntimeConfig) {
 pub fn runtime() -> &'static Runtime {
     RUNTIME.get_or_init(|| {
         let config = CONFIG.get().copied().unwrap_or_default();
+        let nice = config.runner_nice;
         Builder::new_multi_thread()
             .worker_threads(config.worker_threads)
             .max_blocking_threads(config.max_script_threads)
             .thread_stack_size(config.stack_size)
             .thread_name("ex_bashkit")
+            .on_thread_start(move || lower_priority(nice))
             .enable_all()
             .build()
             .expect("ex_bashkit: cannot start the interpreter runtime")
@@ -106,16 +114,16 @@ pub fn running_scripts() -> u64 {
     RUNNING.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// Run a script's `future` on a thread of its own, detached.
+/// Run a script's `future` on the runner pool, detached (`runner.rs`
+/// calls it for scripts that did not complete inline).
 pub fn spawn_script<F>(future: F)
 where
     F: Future<Output = ()> + Send + 'static,
 {
     use std::sync::atomic::Ordering;
     RUNNING.fetch_add(1, Ordering::Relaxed);
-    let handle = runtime().handle().clone();
-    drop(runtime().spawn_blocking(move || {
-        handle.block_on(future);
+    drop(runtime().spawn(async move {
+        future.await;
         RUNNING.fetch_sub(1, Ordering::Relaxed);
     }));
 }
@@ -131,6 +139,20 @@ where
 {
     let handle = runtime().handle().clone();
     drop(runtime().spawn_blocking(move || handle.block_on(future)));
+}
+
+/// Give the calling thread (a runner) the nice value `nice`: on Linux the
+/// nice value is per thread, so the VM's threads keep theirs.
+fn lower_priority(nice: i32) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: plain syscalls on the calling thread with constant arguments.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        let current = libc::getpriority(libc::PRIO_PROCESS, tid);
+        libc::setpriority(libc::PRIO_PROCESS, tid, nice.max(current));
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
 }
 
 /// `running_scripts/0` for the node's own scripts.
@@ -152,7 +174,8 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
 }
 
 /// The NIF library's `load`: read `[worker_threads: n, max_script_threads: n,
-/// stack_size: bytes]` (any may be absent) from `config :ex_bashkit`.
+/// stack_size: bytes, runner_nice: 0..19]` (any may be absent) from
+/// `config :ex_bashkit`.
 pub fn load(env: Env, info: Term) -> bool {
     crate::guard::install_panic_hook();
     let mut config = RuntimeConfig::default();
@@ -163,6 +186,7 @@ pub fn load(env: Env, info: Term) -> bool {
                 Ok("worker_threads") if value > 0 => config.worker_threads = value,
                 Ok("max_script_threads") if value > 0 => config.max_script_threads = value,
                 Ok("stack_size") if value >= 1024 * 1024 => config.stack_size = value,
+                Ok("runner_nice") if value <= 19 => config.runner_nice = value as i32,
                 _ => {}
             }
         }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use bashkit::{Bash, ExecOptions, FileSystem};
+use bashkit::{Bash, ExecOptions, ExecResult, FileSystem};
 use parking_lot::{Mutex, RwLock};
 use rustler::{Env, LocalPid, Monitor, ResourceArc, Term};
 
@@ -275,34 +275,75 @@ impl Payload for OutputChunk<'_> {
     }
 }
 
-/// bashkit's options for one exec. Output is always streamed into
-/// `partial` (a failed exec still returns what the script wrote) and, when
-/// the call asked for it, on to the caller as it comes.
-fn bashkit_options(
-    call: &mut ExecCallOptions,
-    caller: &SharedCaller,
-    partial: &SharedPartial,
-) -> ExecOptions {
+/// bashkit's options for one exec.
+fn bashkit_options(call: &mut ExecCallOptions) -> ExecOptions {
     let mut out = ExecOptions::new();
     if let Some(Bytes(stdin)) = call.stdin.take() {
         out = out.stdin(stdin);
     }
-    let forward = call.stream.then(|| Arc::clone(caller));
-    let partial = Arc::clone(partial);
-    out.streaming(Box::new(move |stdout, stderr| {
-        if stdout.is_empty() && stderr.is_empty() {
-            return;
-        }
-        partial.lock().push(stdout.as_bytes(), stderr.as_bytes());
-        if let Some(caller) = &forward {
-            let chunk = OutputChunk(stdout.as_bytes(), stderr.as_bytes());
-            caller.lock().send("ex_bashkit_output", &chunk);
-        }
-    }))
+    out
 }
 
-/// Run `script` on `session` as exec `exec_id` and answer `reply` when it
-/// ends; `on_end` runs once the exec is over, before the answer is sent.
+/// Run `script` through bashkit's live execution (`Bash::execute`): it
+/// yields every 64 commands, which lets the runner (`runner.rs`) move a long
+/// script off the submitting thread and share runner threads fairly.
+///
+/// Output is collected by our own sinks into `partial` rather than by
+/// bashkit's `capture`, which would allocate (and reserve from the exec's
+/// live-memory budget) both output caps up front on every exec; the caps
+/// still bound what is delivered and set the `*_truncated` flags. A failed
+/// exec (timeout, cancel, a limit) so keeps what the script wrote before it
+/// stopped, and a completed one takes its output from there.
+///
+/// A streamed exec (`stream`) runs the buffered way instead, whose output
+/// callback fires once per command (live execution's pipes merge the output
+/// of consecutive commands into one chunk): it feeds `partial` and the
+/// caller. It does not yield, so it is never polled inline and holds its
+/// runner until it ends.
+async fn run_script(
+    bash: &mut Bash,
+    script: &str,
+    mut options: ExecOptions,
+    partial: &SharedPartial,
+    stream: Option<&SharedCaller>,
+) -> bashkit::Result<ExecResult> {
+    if let Some(caller) = stream {
+        let caller = Arc::clone(caller);
+        let partial = Arc::clone(partial);
+        options = options.streaming(Box::new(move |stdout, stderr| {
+            if !stdout.is_empty() || !stderr.is_empty() {
+                partial.lock().push(stdout.as_bytes(), stderr.as_bytes());
+                let chunk = OutputChunk(stdout.as_bytes(), stderr.as_bytes());
+                caller.lock().send("ex_bashkit_output", &chunk);
+            }
+        }));
+        return bash.exec_with_options(script, options).await;
+    }
+    let result = bash
+        .execute(script)
+        .options(options)
+        .stdout_fn(|bytes| sink(partial, bytes, false))
+        .stderr_fn(|bytes| sink(partial, bytes, true))
+        .await;
+    result.map(|mut result| {
+        let (stdout, stderr) = partial.lock().take();
+        result.stdout = stdout.into();
+        result.stderr = stderr.into();
+        result
+    })
+}
+
+async fn sink(partial: &SharedPartial, bytes: Vec<u8>, stderr: bool) -> bashkit::Result<()> {
+    partial.lock().append(bytes, stderr);
+    Ok(())
+}
+
+/// Run `script` on `session` as exec `exec_id`. Returns the outcome when it
+/// completed on the calling thread (the inline fast path, `runner.rs`):
+/// `reply` is then left unanswered for the caller to answer its own way.
+/// Otherwise `before_park` runs on this thread, the exec goes on on the
+/// runner pool, and `reply` gets the outcome. `on_end` runs once the exec
+/// is over, before the answer is sent, either way.
 pub fn exec(
     session: Arc<Session>,
     exec_id: u64,
@@ -310,7 +351,8 @@ pub fn exec(
     mut call: ExecCallOptions,
     reply: ReplyTo,
     on_end: Option<Box<dyn FnOnce() + Send>>,
-) {
+    before_park: impl FnOnce(),
+) -> Option<ExecOutcome> {
     let caller = reply.caller();
     let ticket = ExecTicket::new();
     let partial = Partial::shared();
@@ -320,7 +362,12 @@ pub fn exec(
     if let Some(ms) = call.timeout_ms {
         watchdog::schedule(Instant::now() + Duration::from_millis(ms), &ticket);
     }
-    runtime::spawn_script(async move {
+    // Streamed output is sent as it comes: from a runner thread. In a
+    // worker the submitting thread reads every frame (cancel included): a
+    // command that never returns must not hold it, so scripts go straight
+    // to the runners there.
+    let inline = !call.stream && !runtime::in_worker();
+    let work = Box::pin(async move {
         let outcome = guard::catch_future(async {
             // A deadline or cancel that comes while the exec still waits for
             // its turn ends it there (the exec never runs).
@@ -350,9 +397,10 @@ pub fn exec(
                 true => Some(changes::scan(&bash.fs(), skip, &stop).await),
                 false => None,
             };
-            let options = bashkit_options(&mut call, &caller, &partial);
+            let options = bashkit_options(&mut call);
             let metering = Metering::start(&bash);
-            let result = bash.exec_with_options(&script, options).await;
+            let stream = call.stream.then_some(&caller);
+            let result = run_script(&mut bash, &script, options, &partial, stream).await;
             let metrics = metering.stop(&bash);
             let changes = match before {
                 Some(before) => Some(changes::diff(
@@ -375,34 +423,36 @@ pub fn exec(
         if let Some(on_end) = on_end {
             on_end();
         }
-        reply.finish(&outcome.unwrap_or_else(ExecOutcome::panicked));
+        outcome.unwrap_or_else(ExecOutcome::panicked)
     });
+    crate::runner::drive(work, inline, reply, before_park, |outcome, reply| {
+        reply.finish(&outcome)
+    })
 }
 
 /// Run `script` in a fresh default interpreter (`ExBashkit.exec/1`).
 /// `ticket` cancels it (its caller died); `on_end` runs once it is over.
+/// Returns the outcome when it completed inline, like [`exec`].
 pub fn exec_once_job(
     config: SessionConfig,
     script: String,
     ticket: Arc<ExecTicket>,
     reply: ReplyTo,
     on_end: Option<Box<dyn FnOnce() + Send>>,
-) {
-    runtime::spawn_script(async move {
-        // The interpreter is dropped only after the answer is sent: tearing
-        // it down takes ~10 µs that the caller need not wait for.
-        let mut used = None;
+    before_park: impl FnOnce(),
+) -> Option<ExecOutcome> {
+    let work = Box::pin(async move {
         let interrupt = Interrupt::new();
+        let mut used = None;
         let outcome = guard::catch_future(async {
             match options::build_bash(&config, None, Some(&interrupt)) {
                 Ok(bash) => {
                     let bash = used.insert(bash);
                     ticket.start(bash.cancellation_token(), Arc::clone(&interrupt));
                     let partial = Partial::shared();
-                    let options =
-                        bashkit_options(&mut ExecCallOptions::default(), &reply.caller(), &partial);
                     let metering = Metering::start(bash);
-                    let result = bash.exec_with_options(&script, options).await;
+                    let result =
+                        run_script(bash, &script, ExecOptions::new(), &partial, None).await;
                     let metrics = metering.stop(bash);
                     ExecOutcome::new(result, None, metrics, &ticket, None, Some(&partial))
                 }
@@ -413,9 +463,28 @@ pub fn exec_once_job(
         if let Some(on_end) = on_end {
             on_end();
         }
-        reply.finish(&outcome.unwrap_or_else(ExecOutcome::panicked));
-        drop(used);
+        // The interpreter is dropped after the answer is sent: tearing it
+        // down takes a few µs that the caller need not wait for.
+        (outcome.unwrap_or_else(ExecOutcome::panicked), used)
     });
+    let inline = !runtime::in_worker();
+    let done = crate::runner::drive(
+        work,
+        inline,
+        reply,
+        before_park,
+        |(outcome, used), reply| {
+            reply.finish(&outcome);
+            drop(used);
+        },
+    );
+    done.map(|(outcome, used)| {
+        // Dropped off the caller's path.
+        if used.is_some() {
+            runtime::spawn(async move { drop(used) });
+        }
+        outcome
+    })
 }
 
 struct Metering {
@@ -592,9 +661,18 @@ pub fn watch_caller(
     pid: &LocalPid,
     id: u64,
 ) -> Box<dyn FnOnce() + Send> {
+    watch(env, handle, pid, id);
+    unwatch_caller(handle, id)
+}
+
+fn watch(env: Env, handle: &Handle, pid: &LocalPid, id: u64) {
     if let Some(monitor) = handle.monitor(Some(env), pid) {
         handle.monitors.lock().insert(id, monitor);
     }
+}
+
+/// What to run once call `id` is over: drop its caller's monitor, if any.
+fn unwatch_caller(handle: &Handle, id: u64) -> Box<dyn FnOnce() + Send> {
     let owner = handle.clone();
     Box::new(move || {
         if let Some(monitor) = owner.monitors.lock().remove(&id) {
@@ -631,30 +709,36 @@ fn session_new_inline(env: Env, config: Term) -> NifResult<Handle> {
     handle
 }
 
-/// Submit `script`; the answer arrives as `{:ex_bashkit_reply, ref, outcome}`.
-/// Returns the exec's id, for `session_cancel_exec/2`.
-#[rustler::nif]
-fn session_exec(
-    env: Env,
+/// Run `script`: on this dirty CPU scheduler first (`runner.rs`), so a
+/// short script answers as the NIF's return value, `{:done, id, outcome}`.
+/// A script that waits or runs past its slice goes on on the runner pool and
+/// the call returns `{:ok, id}`; the answer then arrives as
+/// `{:ex_bashkit_reply, ref, outcome}`. `id` is the exec's id, for
+/// `session_cancel_exec/2`.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn session_exec<'a>(
+    env: Env<'a>,
     handle: Handle,
     script: String,
-    call: Term,
+    call: Term<'a>,
     pid: LocalPid,
-    reference: Term,
-) -> NifResult<u64> {
+    reference: Term<'a>,
+) -> NifResult<Term<'a>> {
     let call = ExecCallOptions::from_value(&Value::from_term(call)?)?;
     let id = next_exec_id();
-    let on_end = watch_caller(env, &handle, &pid, id);
+    let on_end = unwatch_caller(&handle, id);
+    // The caller dying cancels the exec, once it no longer runs on the
+    // caller's own call: an exec that completes inline needs no monitor.
+    let before_park = || watch(env, &handle, &pid, id);
     let reply = ReplyTo::new(Caller::process(pid, reference));
-    exec(
-        Arc::clone(&handle.session),
-        id,
-        script,
-        call,
-        reply,
-        Some(on_end),
-    );
-    Ok(id)
+    let session = Arc::clone(&handle.session);
+    Ok(
+        match exec(session, id, script, call, reply, Some(on_end), before_park) {
+            Some(outcome) => Value::tuple([Value::atom("done"), id.into(), outcome.to_value()]),
+            None => Value::tuple([Value::atom("ok"), id.into()]),
+        }
+        .to_term(env),
+    )
 }
 
 /// A one-shot exec (`ExBashkit.exec/1`) as the node tracks it: whose caller
@@ -670,31 +754,41 @@ impl rustler::Resource for OneShotResource {
     }
 }
 
-/// `ExBashkit.exec/1`: answered by message like `session_exec`. `config`
-/// is what `new/1` with no options decodes to (Elixir declares the defaults).
-#[rustler::nif]
-fn exec_once(
-    env: Env,
-    config: Term,
+/// `ExBashkit.exec/1`, run like `session_exec`: returns `{:done, outcome}`
+/// when it completed inline, else `:ok` and the answer comes by message.
+/// `config` is what `new/1` with no options decodes to (Elixir declares the
+/// defaults).
+#[rustler::nif(schedule = "DirtyCpu")]
+fn exec_once<'a>(
+    env: Env<'a>,
+    config: Term<'a>,
     script: String,
     pid: LocalPid,
-    reference: Term,
-) -> NifResult<rustler::Atom> {
+    reference: Term<'a>,
+) -> NifResult<Term<'a>> {
     let config = SessionConfig::from_value(&Value::from_term(config)?)?;
     let ticket = ExecTicket::new();
     let tracker = ResourceArc::new(OneShotResource {
         ticket: Arc::clone(&ticket),
     });
-    let monitor = tracker.monitor(Some(env), &pid);
+    let watched = tracker.clone();
+    let monitor = Arc::new(Mutex::new(None));
+    let taken = Arc::clone(&monitor);
     // The job holds the tracker (and so the monitor) until it ends.
     let on_end = Box::new(move || {
-        if let Some(monitor) = monitor {
+        if let Some(monitor) = taken.lock().take() {
             tracker.demonitor(None, &monitor);
         }
     });
+    let before_park = || *monitor.lock() = watched.monitor(Some(env), &pid);
     let reply = ReplyTo::new(Caller::process(pid, reference));
-    exec_once_job(config, script, ticket, reply, Some(on_end));
-    Ok(rustler::types::atom::ok())
+    Ok(
+        match exec_once_job(config, script, ticket, reply, Some(on_end), before_park) {
+            Some(outcome) => Value::tuple([Value::atom("done"), outcome.to_value()]),
+            None => Value::atom("ok"),
+        }
+        .to_term(env),
+    )
 }
 
 #[rustler::nif(name = "live_sessions")]

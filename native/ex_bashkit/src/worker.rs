@@ -270,7 +270,11 @@ fn dispatch(
             ONE_SHOTS.lock().remove(&id);
         });
         let reply = reply_to(id, frames);
-        session::exec_once_job(config, script, ticket, reply, Some(on_end));
+        if let Some(outcome) =
+            session::exec_once_job(config, script, ticket, reply, Some(on_end), || {})
+        {
+            reply_to(id, frames).finish(&outcome);
+        }
         return Ok(());
     }
     let sid: u64 = arg(items, 2)?;
@@ -283,7 +287,14 @@ fn dispatch(
     match tag {
         "exec" => {
             let call = ExecCallOptions::from_value(items.get(4).ok_or("missing options")?)?;
-            session::exec(session, id, arg(items, 3)?, call, reply, None);
+            // `exec` answers here only if it ran inline, which it never does
+            // in a worker (the reading thread must stay free for `cancel`);
+            // kept so the worker stays right if that changes.
+            if let Some(outcome) =
+                session::exec(session, id, arg(items, 3)?, call, reply, None, || {})
+            {
+                reply_to(id, frames).finish(&outcome);
+            }
         }
         "cancel" => reply.finish(&Value::from(session.cancel())),
         "info" => reply.finish(&session.info()),

@@ -1,0 +1,273 @@
+//! How a script's future is driven: first on the thread that asked for it,
+//! then, if it is not done within a time slice, on the runner pool.
+//!
+//! # The inline fast path
+//! Handing every script to another thread costs two cross-thread wake-ups
+//! (5–11 µs in pure Rust, `bench/raw` group `handoff`), more than bashkit's
+//! own `echo hi`. So the thread that submits a script (a dirty CPU scheduler
+//! in the node) first polls the exec future itself, on a big stack of its own switched in with `corosensei` (the
+//! interpreter recurses deeply: a scheduler's small stack would overflow).
+//! If the future completes within [`SLICE`], the answer goes straight back
+//! (the NIF's return value): no thread hand-off, no message. A worker
+//! process does not poll inline: its submitting thread reads every frame,
+//! and one command that never returns would keep `cancel` from being read.
+//!
+//! # Parking
+//! The future leaves the calling thread, still pending, when
+//! - it waits for something (a back-call, `sleep`, the network, another
+//!   exec holding the session): nothing woke it during its poll, so there is
+//!   nothing to do until something does, and no thread must wait for it;
+//! - it asks to ([`leave_inline`]): a back-call must not be sent from, nor
+//!   waited for on, a BEAM thread;
+//! - it has used its slice. bashkit's live execution (`Bash::execute`)
+//!   yields every 64 commands, which is where the slice is checked.
+//!
+//! A parked future becomes a task of the runner pool: the runtime's worker
+//! threads, one per core, big stacks, at the lowest CPU priority
+//! (`SCHED_IDLE` on Linux, see `runtime.rs`) so the VM's schedulers always
+//! win the CPU. Since scripts yield every 64 commands, a few runner threads
+//! share the CPU fairly between any number of long scripts, and a waiting
+//! script holds no thread at all. The task answers through its `ReplyTo` as
+//! before.
+//!
+//! Moving a pending future to another thread is ordinary async Rust: its
+//! state lives in its box, not on the stack it was polled on, and the
+//! runner re-polls it with its own waker at once.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use corosensei::stack::DefaultStack;
+
+use crate::reply::ReplyTo;
+
+/// A script's work, movable between threads.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// How long a script may run on the thread that submitted it before it is
+/// parked on the runner pool. A dirty scheduler may run longer, but a
+/// script past this is a long one: it should share the runners, not hold
+/// one of the few dirty schedulers that short scripts need.
+pub const SLICE: Duration = Duration::from_micros(500);
+
+/// The big stack's size: the same as a runner thread's (`runtime.rs`). It
+/// is reserved address space; only what the recursion touches is committed.
+const STACK_SIZE: usize = 64 * 1024 * 1024;
+
+thread_local! {
+    /// One big stack per submitting thread, reused by every inline run.
+    static BIG_STACK: RefCell<Option<DefaultStack>> = const { RefCell::new(None) };
+    /// Set while this thread polls a future inline.
+    static INLINE: Cell<bool> = const { Cell::new(false) };
+    /// Set by [`leave_inline`]: park the future after this poll.
+    static PARK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A waker that only records that it was woken (the inline loop polls again
+/// at once when the future woke itself, i.e. yielded).
+struct Flag(AtomicBool);
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, Ordering::Release);
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// Resolves at once on a runner thread; on a thread polling inline it asks
+/// to be parked first. Await it before anything that must not happen on the
+/// submitting thread (sending a back-call from a BEAM thread).
+pub async fn leave_inline() {
+    std::future::poll_fn(|cx| {
+        if INLINE.with(Cell::get) {
+            PARK.with(|p| p.set(true));
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+}
+
+/// Whether the calling thread is polling a script inline right now.
+#[cfg(test)]
+fn is_inline() -> bool {
+    INLINE.with(Cell::get)
+}
+
+/// Drive `work`: inline first when `inline` is true, and if it does not
+/// complete there, run `before_park` on this thread and hand the future to
+/// the runner pool, where `finish` gets its output and `reply`. Returns the
+/// output when it completed inline (`reply` is then dismissed: the caller
+/// answers its own way).
+pub fn drive<T: Send + 'static>(
+    mut work: BoxFuture<T>,
+    inline: bool,
+    reply: ReplyTo,
+    before_park: impl FnOnce(),
+    finish: impl FnOnce(T, ReplyTo) + Send + 'static,
+) -> Option<T> {
+    if inline {
+        if let Some(output) = poll_inline(&mut work) {
+            reply.dismiss();
+            return Some(output);
+        }
+    }
+    before_park();
+    crate::runtime::spawn_script(async move { finish(work.await, reply) });
+    None
+}
+
+/// Poll `work` on this thread's big stack until it completes, waits, asks
+/// to leave, or its slice is over.
+fn poll_inline<T>(work: &mut BoxFuture<T>) -> Option<T> {
+    let _context = crate::runtime::runtime().enter();
+    with_big_stack(|| {
+        let flag = Arc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(Arc::clone(&flag));
+        let mut cx = Context::from_waker(&waker);
+        let started = Instant::now();
+        INLINE.with(|i| i.set(true));
+        let _reset = Reset;
+        loop {
+            flag.0.store(false, Ordering::Relaxed);
+            if let Poll::Ready(output) = work.as_mut().poll(&mut cx) {
+                return Some(output);
+            }
+            let park = PARK.with(|p| p.replace(false));
+            if park || !flag.0.load(Ordering::Acquire) || started.elapsed() >= SLICE {
+                return None;
+            }
+        }
+    })
+}
+
+/// Clears the inline flags however the poll loop ends (a panic included).
+struct Reset;
+
+impl Drop for Reset {
+    fn drop(&mut self) {
+        INLINE.with(|i| i.set(false));
+        PARK.with(|p| p.set(false));
+    }
+}
+
+/// Run `f` on this thread's big stack (made on first use), or on a fresh
+/// one if it is already in use.
+fn with_big_stack<R>(f: impl FnOnce() -> R) -> R {
+    BIG_STACK.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut slot) => {
+            if slot.is_none() {
+                *slot = DefaultStack::new(STACK_SIZE).ok();
+            }
+            match slot.as_mut() {
+                Some(stack) => corosensei::on_stack(stack, f),
+                None => f(),
+            }
+        }
+        Err(_) => match DefaultStack::new(STACK_SIZE) {
+            Ok(stack) => corosensei::on_stack(stack, f),
+            Err(_) => f(),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn boxed<T: Send + 'static>(f: impl Future<Output = T> + Send + 'static) -> BoxFuture<T> {
+        Box::pin(f)
+    }
+
+    /// A reply nobody reads (a worker request whose frames go nowhere).
+    fn reply() -> ReplyTo {
+        let frames = crate::reply::FrameWriter::new(Box::new(std::io::sink()));
+        ReplyTo::new(crate::reply::Caller::Port { id: 1, frames })
+    }
+
+    #[test]
+    fn completes_inline_without_parking() {
+        let out = drive(
+            boxed(async { 7 }),
+            true,
+            reply(),
+            || panic!("parked"),
+            |_, _| {},
+        );
+        assert_eq!(out, Some(7));
+    }
+
+    #[test]
+    fn parks_a_future_that_waits_and_finishes_it_on_the_runners() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let work = boxed(async {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            9
+        });
+        let mut parked = false;
+        let out = drive(
+            work,
+            true,
+            reply(),
+            || parked = true,
+            move |v, r| {
+                r.dismiss();
+                tx.send(v).unwrap()
+            },
+        );
+        assert_eq!(out, None);
+        assert!(parked);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), 9);
+    }
+
+    #[test]
+    fn leave_inline_parks_and_then_runs_off_the_submitting_thread() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let work = boxed(async {
+            leave_inline().await;
+            is_inline()
+        });
+        let out = drive(
+            work,
+            true,
+            reply(),
+            || {},
+            move |v, r| {
+                r.dismiss();
+                tx.send(v).unwrap()
+            },
+        );
+        assert_eq!(out, None);
+        assert!(!rx.recv_timeout(Duration::from_secs(5)).unwrap());
+    }
+
+    #[test]
+    fn deep_recursion_fits_the_big_stack() {
+        fn depth(n: u64) -> u64 {
+            let pad = std::hint::black_box([0u8; 512]);
+            if n == 0 {
+                u64::from(pad[0])
+            } else {
+                1 + depth(n - 1)
+            }
+        }
+        // Over 10 MiB of frames: far past a test thread's 2 MiB stack.
+        let out = drive(
+            boxed(async { depth(20_000) }),
+            true,
+            reply(),
+            || {},
+            |_, _| {},
+        );
+        assert_eq!(out, Some(20_000));
+    }
+}

@@ -14,10 +14,11 @@
 #     the workers, so this is the fairness between sessions of one worker.
 # Writes bench/isolation.md.
 
-for file <- ~w(stats sampler raw), do: Code.require_file("lib/#{file}.exs", __DIR__)
+for file <- ~w(stats sampler raw memory), do: Code.require_file("lib/#{file}.exs", __DIR__)
 
 defmodule Bench.Isolation do
   alias Bench.{Sampler, Stats}
+  import Bench.Memory, only: [rss_kb: 1, loadavg: 0]
   alias ExBashkit.Session
 
   @echo "echo hi"
@@ -168,20 +169,6 @@ defmodule Bench.Isolation do
   end
 
   defp default_config, do: ExBashkit.Session.Options.parse!([]).native
-
-  defp rss_kb(os_pid) do
-    "/proc/#{os_pid}/status"
-    |> File.read!()
-    |> then(&Regex.run(~r/VmRSS:\s+(\d+)/, &1))
-    |> then(fn [_, kb] -> String.to_integer(kb) end)
-  end
-
-  defp loadavg do
-    case File.read("/proc/loadavg") do
-      {:ok, text} -> text |> String.split() |> Enum.take(3) |> Enum.join(" ")
-      _ -> "?"
-    end
-  end
 
   defp median(samples), do: Stats.summary(samples)[:median]
 

@@ -152,17 +152,21 @@ fn hex(bytes: &[u8]) -> String {
 /// A worker's `{:load_image, id, tar}`: build and pin it. Refuses bytes
 /// whose hash is not `id` (the VM sends the canonical tar, whose hash is
 /// the id).
-pub fn load_pinned(id: &str, tar: &[u8]) -> Result<(), String> {
+pub fn load_pinned(id: &str, tar: Vec<u8>) -> Result<(), String> {
     if PINNED.lock().contains_key(id) {
         return Ok(());
     }
     let image = match lookup(id) {
         Some(image) => image,
         None => {
-            if hex(Sha256::digest(tar).as_slice()) != id {
+            if hex(Sha256::digest(&tar).as_slice()) != id {
                 return Err(format!("image {id} arrived with other content"));
             }
-            let entries = tar_io::parse(tar, &limits())?;
+            let entries = tar_io::parse(&tar, &limits())?;
+            // The archive is not needed once parsed: free it before the
+            // filesystem is filled, so that the load holds the content
+            // twice at most, not three times.
+            drop(tar);
             let image = runtime::block_on(build_as(entries, Some(id)));
             // The archive's transient copies were freed: give them back.
             crate::allocator::give_back();

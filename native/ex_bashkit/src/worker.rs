@@ -116,7 +116,13 @@ pub fn main() -> i32 {
     loop {
         match read_frame(&mut stdin) {
             Ok(Some(frame)) => match etf::decode(&frame) {
-                Ok(request) => handle(request, &sessions, &frames),
+                Ok(request) => {
+                    // The decoded request owns copies of everything in the
+                    // frame: free the frame first, so that a large one (an
+                    // image's archive) is not held twice while handled.
+                    drop(frame);
+                    handle(request, &sessions, &frames)
+                }
                 Err(message) => eprintln!("ex_bashkit_worker: bad frame: {message}"),
             },
             // The VM closed the port (it stopped us, or it is gone).
@@ -175,8 +181,14 @@ fn handle(request: Value, sessions: &Sessions, frames: &Arc<FrameWriter>) {
             return;
         }
         "load_image" => {
-            // Borrowed, not decoded: the archive can be tens of MB.
-            match (arg::<String>(items, 1), items.get(2)) {
+            // Taken, not copied: the archive can be tens of MB, and
+            // `load_pinned` frees it as soon as it is parsed.
+            let image_id = arg::<String>(items, 1);
+            let tar = match request {
+                Value::Tuple(mut items) if items.len() == 3 => items.pop(),
+                _ => None,
+            };
+            match (image_id, tar) {
                 (Ok(image_id), Some(Value::Binary(tar))) => {
                     if let Err(message) = crate::image::load_pinned(&image_id, tar) {
                         eprintln!("ex_bashkit_worker: image {image_id}: {message}");

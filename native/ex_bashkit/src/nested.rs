@@ -42,8 +42,8 @@
 //!   (`bombs.rs`).
 //!
 //! Cost: building the nested interpreter is the price of one wrapped
-//! command, measured in `bench/nested_commands.md` (well under a
-//! millisecond; these commands are rare and do real work).
+//! command, about 40 µs a call (`bench/nested_commands.md`); these
+//! commands are rare and do real work.
 
 use std::sync::Arc;
 

@@ -20,8 +20,9 @@
 //!
 //! Which original path each entry had is kept in `<trash>/.index`, one line
 //! per entry (`percent-encoded name TAB percent-encoded path TAB unix
-//! seconds`: a name keeps the original's base name, which may hold tabs
-//! and newlines as well), inside the filesystem: snapshots, restores and `reset/1` carry it with the trash.
+//! seconds`: a name keeps the original's base name, so both are encoded;
+//! bashkit's in-memory filesystem refuses control characters in names
+//! today, the index does not depend on it), inside the filesystem: snapshots, restores and `reset/1` carry it with the trash.
 //! An entry moved out of the trash (`undelete/2`, or a script's own `mv`)
 //! or removed from it leaves the index.
 

@@ -201,6 +201,63 @@ defmodule ExBashkit.CommandPolicyTest do
     end
   end
 
+  describe "help and man do not describe it" do
+    setup do
+      %{session: deny_sed()}
+    end
+
+    test "help NAME, help -s NAME, man NAME read as for a missing command", %{session: s} do
+      for script <- [
+            "help NAME; echo $?",
+            "help -s NAME; echo $?",
+            "help --json -- NAME; echo $?",
+            "man NAME; echo $?",
+            "man 1 NAME; echo $?",
+            "type -a NAME; echo $?",
+            "compgen -c NAME; echo $?"
+          ] do
+        result = same_as_missing(s, script)
+        refute result.stdout =~ ~r/stream editor/i, script
+      end
+
+      assert run(s, "help sed").stderr =~ "no help topics match `sed'"
+      assert run(s, "man sed").stderr == "No manual entry for sed\n"
+      # A permitted command is described as before.
+      assert run(s, "help grep").stdout =~ ~r/^grep: /
+      assert run(s, "man grep").stdout =~ ~r/^GREP\(1\)/
+    end
+
+    test "the listings of help leave it out, and recount", %{session: s} do
+      plain = Session.new()
+      assert run(plain, "help --list -s | grep -cx sed").stdout == "1\n"
+      assert run(s, "help --list -s | grep -cx sed").stdout == "0\n"
+      assert run(s, "help --list -s | grep -cx grep").stdout == "1\n"
+      assert run(s, "help --list | grep -c '^  sed '").stdout == "0\n"
+      assert run(s, "help --search sed").stdout =~ "help: no commands matching 'sed'"
+      assert run(plain, "help --search 'stream ed'").stdout =~ "sed"
+
+      assert run(s, "help --search 'stream ed'").stdout ==
+               "help: no commands matching 'stream ed'\n"
+
+      total = fn session ->
+        [_, n] = Regex.run(~r/Total: (\d+) builtins/, run(session, "help").stdout)
+        String.to_integer(n)
+      end
+
+      assert total.(s) == total.(plain) - 1
+    end
+
+    test "an allowlist leaves only its commands in help's listing" do
+      s = Session.new(commands: [allow: ["cat"]])
+      listed = run(s, "help --list -s").stdout |> String.split("\n", trim: true)
+      assert "cat" in listed
+      refute "grep" in listed
+      assert run(s, "help grep; echo $?").stdout == "1\n"
+      # The shell's own builtins are always there.
+      assert "echo" in listed
+    end
+  end
+
   describe "allow lists" do
     test "only the named commands exist; the shell's builtins stay" do
       s = Session.new(commands: [allow: ["cat", "ls"]])

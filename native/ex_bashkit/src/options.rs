@@ -322,6 +322,24 @@ pub fn build_bash_on(
             builder = builder.builtin(name, command);
         }
     }
+    // bashkit's commands whose filesystem errors would end the exec, and
+    // `help` under a policy, run in a nested interpreter (`nested.rs`).
+    let nested = crate::nested::Nested::new(
+        execution_limits(&config.limits),
+        &config.username,
+        &config.hostname,
+        interrupt,
+    );
+    for name in crate::nested::CONTAINED {
+        if permits.permits(name) {
+            let contained = crate::nested::Contained::new(name, nested.clone());
+            builder = builder.builtin(*name, Box::new(contained));
+        }
+    }
+    if config.commands.is_some() {
+        let help = crate::policy_help::PolicyHelp::new(permits.clone(), nested);
+        builder = builder.builtin("help", Box::new(help));
+    }
     if let Some(interrupt) = interrupt.filter(|_| permits.permits("sleep")) {
         let sleep = InterruptibleSleep::new(Arc::clone(interrupt));
         builder = builder.builtin("sleep", Box::new(sleep));

@@ -30,7 +30,9 @@
 //!   a stub a script copies elsewhere names a command the table lacks and
 //!   runs as an ordinary script;
 //! * `type`, `which`, `command -v`, `hash`, `compgen -c`, `man`, `builtin`
-//!   all ask the same table.
+//!   all ask the same table; `help` alone answers from a fixed catalogue,
+//!   so under a policy it is ours (`policy_help.rs`), and `man`, which
+//!   falls back to `help NAME`, follows.
 //!
 //! The bash builtins (GNU bash 5.2's `enable -a` list) and `bash`/`sh` are
 //! the shell itself, not commands: the policy does not touch them, and

@@ -19,8 +19,10 @@
 //! inside the trash itself is real (emptying it frees the space).
 //!
 //! Which original path each entry had is kept in `<trash>/.index`, one line
-//! per entry (`name TAB percent-encoded path TAB unix seconds`), inside the
-//! filesystem: snapshots, restores and `reset/1` carry it with the trash.
+//! per entry (`percent-encoded name TAB percent-encoded path TAB unix
+//! seconds`: a name keeps the original's base name, so both are encoded;
+//! bashkit's in-memory filesystem refuses control characters in names
+//! today, the index does not depend on it), inside the filesystem: snapshots, restores and `reset/1` carry it with the trash.
 //! An entry moved out of the trash (`undelete/2`, or a script's own `mv`)
 //! or removed from it leaves the index.
 
@@ -186,7 +188,7 @@ pub fn parse_index(text: &str) -> Vec<Entry> {
     text.lines()
         .filter_map(|line| {
             let mut fields = line.split('\t');
-            let name = fields.next()?.to_string();
+            let name = percent_decode(fields.next()?)?;
             let original = percent_decode(fields.next()?)?;
             let deleted_at = fields.next()?.parse().ok()?;
             (!name.is_empty() && !name.contains('/')).then_some(Entry {
@@ -204,7 +206,7 @@ fn format_index(entries: &[Entry]) -> String {
         .map(|e| {
             format!(
                 "{}\t{}\t{}\n",
-                e.name,
+                percent_encode(&e.name),
                 percent_encode(&e.original),
                 e.deleted_at
             )
@@ -212,7 +214,7 @@ fn format_index(entries: &[Entry]) -> String {
         .collect()
 }
 
-/// Paths may hold tabs and newlines; the index must not.
+/// Names and paths may hold tabs and newlines; the index must not.
 fn percent_encode(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -502,6 +504,11 @@ mod tests {
                 name: "1_a".into(),
                 original: "/x/a\tb\nc%d".into(),
                 deleted_at: 7,
+            },
+            Entry {
+                name: "3_c\td\ne%".into(),
+                original: "/a b/c\td\ne%".into(),
+                deleted_at: 9,
             },
             Entry {
                 name: "2_é".into(),

@@ -9,6 +9,11 @@
 //!   read-only mount exits 0 having deleted nothing. `-f` forgives only what
 //!   does not exist (GNU rm).
 //!
+//! Our `rm` also keeps GNU rm's `--preserve-root` failsafe (the default):
+//! `rm -r /` is refused with GNU's words before anything is touched. (The
+//! root filesystem layer of bashkit refuses removing `/` anyway, as
+//! "Permission denied", since `/` holds its `/etc`, `/proc` and `/dev`.)
+//!
 //! bashkit offers no way to wrap one of its own builtins (they are private),
 //! so these replace them by name; everything else about them follows
 //! bashkit's versions (options, messages, operand order). A `:builtins`
@@ -67,6 +72,7 @@ impl Builtin for Rm {
     async fn execute(&self, ctx: BuiltinContext<'_>) -> bashkit::Result<ExecResult> {
         let mut recursive = false;
         let mut force = false;
+        let mut preserve_root = true;
         let mut files: Vec<&String> = Vec::new();
         let mut options_done = false;
         for arg in ctx.args {
@@ -80,8 +86,9 @@ impl Builtin for Rm {
                     "version" => return Ok(ExecResult::ok("rm (bashkit) 0.1\n".to_string())),
                     "recursive" => recursive = true,
                     "force" => force = true,
-                    "dir" | "interactive" | "verbose" | "one-file-system" | "no-preserve-root"
-                    | "preserve-root" => {}
+                    "no-preserve-root" => preserve_root = false,
+                    "preserve-root" => preserve_root = true,
+                    "dir" | "interactive" | "verbose" | "one-file-system" => {}
                     _ => {
                         return Ok(ExecResult::err(
                             format!(
@@ -119,6 +126,18 @@ impl Builtin for Rm {
         let mut stderr = String::new();
         for file in files {
             let path = resolve(ctx.cwd, file);
+            if recursive && preserve_root && path == Path::new("/") {
+                let same = if file.as_str() == "/" {
+                    String::new()
+                } else {
+                    " (same as '/')".to_string()
+                };
+                stderr.push_str(&format!(
+                    "rm: it is dangerous to operate recursively on '{file}'{same}\nrm: use \
+                     --no-preserve-root to override this failsafe\n"
+                ));
+                continue;
+            }
             // lstat: rm acts on a link itself (dangling links included).
             let meta = match ctx.fs.lstat(&path).await {
                 Ok(meta) => meta,

@@ -221,10 +221,13 @@ defmodule ExBashkit.CommandPolicyTest do
       end
 
       assert run(s, "help sed").stderr =~ "no help topics match `sed'"
-      assert run(s, "man sed").stderr == "No manual entry for sed\n"
+      # man's exit status for a missing page (its words are a known issue of
+      # bashkit 0.20.2's live execution: test/reliability/known_issues_test.exs;
+      # either way they are a missing name's, as checked above).
+      assert run(s, "man sed; echo $?").stdout == "16\n"
       # A permitted command is described as before.
       assert run(s, "help grep").stdout =~ ~r/^grep: /
-      assert run(s, "man grep").stdout =~ ~r/^GREP\(1\)/
+      assert run(s, "man grep").stdout =~ "Usage: grep"
     end
 
     test "the listings of help leave it out, and recount", %{session: s} do

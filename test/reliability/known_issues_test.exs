@@ -29,6 +29,21 @@ defmodule ExBashkit.Reliability.KnownIssuesTest do
     assert {:ok, %Result{stdout: "alive\n"}} = Session.exec(s, "echo alive")
   end
 
+  # bashkit 0.20.2: `man` looks a page up by running `NAME --help`, then
+  # `help NAME`, as `PlanStep::Run` sub-commands (src/builtins/man.rs), not
+  # `PlanStep::Capture`. When an output callback is set, as in live
+  # execution (`Bash::execute`, which our runner drives: native runner.rs),
+  # the interpreter streams each sub-command's output out
+  # (`interpreter/mod.rs`, the `ExecutionPlan::Driver` arm) and the page or
+  # the "No manual entry" line the driver ends with is lost. `Bash::exec`
+  # without a callback shows the page. Reproducer in Rust:
+  # `bash.execute("man grep")` prints grep's `--help`, not "GREP(1)".
+  test "`man NAME` prints its sub-commands' output instead of the page" do
+    s = Session.new()
+    assert {:ok, %Result{stdout: "GREP(1)\n" <> _}} = Session.exec(s, "man grep")
+    assert {:ok, %Result{stderr: "No manual entry for nosuch\n"}} = Session.exec(s, "man nosuch")
+  end
+
   # bashkit 0.20.2: `-L` is ignored when combined with other short flags:
   # `curl -sL` returns the 3xx body with exit 0, `curl -s -L` follows.
   test "`curl -sL` does not follow redirects" do

@@ -21,11 +21,6 @@ defmodule ExBashkit do
 
   alias ExBashkit.{Backend, Callbacks, Result, Session}
 
-  # A default session's configuration, for the native side. The defaults
-  # live in Elixir only, and are plain data: parsed once at compile time
-  # (measured: parsing them on every call was ~17 µs of `exec/1`).
-  @default_config Session.Options.parse!([]).native
-
   @doc """
   Run `script` in a fresh interpreter with default settings.
 
@@ -61,9 +56,11 @@ defmodule ExBashkit do
   def exec(script, opts) when opts == [] or opts == %{} do
     script = Session.Exec.script!(script, "ExBashkit.exec/2")
     isolation = Session.Options.default_isolation()
+    # A default session's configuration: the defaults live in Elixir only.
+    config = Session.Options.parse!([]).native
 
     with :ok <- Session.Exec.check_script(script),
-         {:ok, ref} <- Backend.exec_once(@default_config, script, isolation, %{}) do
+         {:ok, ref} <- Backend.exec_once(config, script, isolation, %{}) do
       Callbacks.await(ref, Callbacks.no_callbacks())
     else
       {:error, _} = error -> ExBashkit.Error.wrap(error)

@@ -15,11 +15,7 @@ defmodule ExBashkit.Reliability.ExhaustionTest do
   # Generous: "it ended", not a benchmark.
   @bound_ms 60_000
   # Counts out of the way, so only the limit under test can stop the script.
-  @uncapped [
-    max_commands: 1_000_000_000_000,
-    max_loop_iterations: 1_000_000_000_000,
-    max_total_loop_iterations: 1_000_000_000_000
-  ]
+  @uncapped ExBashkit.Test.Case.uncapped_limits()
 
   setup do
     rss_before = Health.rss_kb()

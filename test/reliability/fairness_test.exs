@@ -6,11 +6,7 @@ defmodule ExBashkit.Reliability.FairnessTest do
   alias ExBashkit.{Result, Session}
   alias ExBashkit.Test.Health
 
-  @uncapped [
-    max_commands: 1_000_000_000_000,
-    max_loop_iterations: 1_000_000_000_000,
-    max_total_loop_iterations: 1_000_000_000_000
-  ]
+  @uncapped ExBashkit.Test.Case.uncapped_limits()
 
   # bashkit's buffered exec never yields while it computes. When scripts
   # shared a few worker threads, one CPU-bound script per thread stalled

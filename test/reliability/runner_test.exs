@@ -9,11 +9,7 @@ defmodule ExBashkit.Reliability.RunnerTest do
   alias ExBashkit.{Result, Session}
   alias ExBashkit.Test.Health
 
-  @uncapped [
-    max_commands: 1_000_000_000_000,
-    max_loop_iterations: 1_000_000_000_000,
-    max_total_loop_iterations: 1_000_000_000_000
-  ]
+  @uncapped ExBashkit.Test.Case.uncapped_limits()
   @forever "while true; do :; done"
   # Runs well past the inline slice (thousands of commands).
   @finite "i=0; while [ $i -lt 3000 ]; do i=$((i + 1)); done; echo $i"

@@ -11,7 +11,9 @@ defmodule ExBashkit.Test.Case do
   #   * `tmp_path/1`: a fresh host path under the system tmp dir, removed
   #     when the test ends;
   #   * `stateful_script/0`: a script that leaves state of every kind a
-  #     checkpoint, snapshot or migration must carry.
+  #     checkpoint, snapshot or migration must carry;
+  #   * `uncapped_limits/0` (called by its full name, at compile time): the
+  #     counting limits out of reach, for scripts only time stops.
 
   use ExUnit.CaseTemplate
 
@@ -32,6 +34,19 @@ defmodule ExBashkit.Test.Case do
           stateful_script: 0
         ]
     end
+  end
+
+  @doc """
+  The counting limits raised out of reach, so that only the wall clock
+  (`timeout_ms`) or a cancel stops a long script.
+  """
+  @spec uncapped_limits() :: keyword()
+  def uncapped_limits do
+    [
+      max_commands: 1_000_000_000_000,
+      max_loop_iterations: 1_000_000_000_000,
+      max_total_loop_iterations: 1_000_000_000_000
+    ]
   end
 
   @doc "Run `script`, which must come back `{:ok, %Result{}}`; the result."

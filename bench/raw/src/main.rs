@@ -466,6 +466,22 @@ impl Builtin for Answer {
 }
 
 /// CPU time (user + system) this process has used, from /proc/self/stat.
+/// Live execution of `script` polled inline, its stdout collected by a sink
+/// (as the NIF's runner does, without bashkit's `capture`).
+fn execute_with_sink(rt: &Runtime, bash: &mut Bash, script: &str) -> Vec<u8> {
+    let out = std::sync::Mutex::new(Vec::new());
+    let _ = poll_inline(
+        rt,
+        bash.execute(script)
+            .stdout_fn(|bytes| {
+                out.lock().unwrap().extend_from_slice(&bytes);
+                std::future::ready(Ok(()))
+            })
+            .into_future(),
+    );
+    out.into_inner().unwrap()
+}
+
 fn cpu_ns() -> u64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     // Fields after the parenthesised command name; utime and stime are the
@@ -802,22 +818,7 @@ impl Bench {
         self.push_sample("sched.echo.inline_execute", xs);
         // As the NIF does it: no `capture` (it allocates both output caps
         // on every exec), output collected by sinks.
-        let xs = sample(b, || {
-            timed(|| {
-                let out = std::sync::Mutex::new(Vec::new());
-                let r = poll_inline(
-                    rt,
-                    bash.execute(ECHO)
-                        .stdout_fn(|bytes| {
-                            out.lock().unwrap().extend_from_slice(&bytes);
-                            std::future::ready(Ok(()))
-                        })
-                        .into_future(),
-                );
-                (r, out.into_inner().unwrap())
-            })
-            .0
-        });
+        let xs = sample(b, || timed(|| execute_with_sink(rt, &mut bash, ECHO)).0);
         self.push_sample("sched.echo.inline_execute_sinks", xs);
         // The same with a 5 ms ticker on the runtime: live execution's
         // cancel watcher arms a 10 ms sleep on its second poll, and a timer
@@ -829,22 +830,7 @@ impl Bench {
                 tokio::time::sleep(std::time::Duration::from_millis(5)).await;
             }
         });
-        let xs = sample(b, || {
-            timed(|| {
-                let out = std::sync::Mutex::new(Vec::new());
-                let r = poll_inline(
-                    rt,
-                    bash.execute(ECHO)
-                        .stdout_fn(|bytes| {
-                            out.lock().unwrap().extend_from_slice(&bytes);
-                            std::future::ready(Ok(()))
-                        })
-                        .into_future(),
-                );
-                (r, out.into_inner().unwrap())
-            })
-            .0
-        });
+        let xs = sample(b, || timed(|| execute_with_sink(rt, &mut bash, ECHO)).0);
         ticker.abort();
         self.push_sample("sched.echo.inline_execute_sinks_ticker", xs);
         let (out, _) = poll_inline(rt, bash.execute(ECHO).capture(usize::MAX).into_future());

@@ -38,6 +38,7 @@ mod snapshot;
 mod soft_delete;
 mod strict_commands;
 mod tools;
+mod warm;
 mod watchdog;
 
 // Tar images and shared base images (`rootfs:`, `export_tar`, `base:`).

@@ -270,8 +270,8 @@ pub fn callback_channel(
         .then(|| CallbackChannel::new(Arc::clone(interrupt)))
 }
 
-/// Build the interpreter `config` describes; `prepare` must run next.
-/// `interrupt` (sessions only) makes waiting commands cancellable.
+/// `build_bash_on` over a fresh layer (the unit tests' shorthand).
+#[cfg(test)]
 pub fn build_bash(
     config: &SessionConfig,
     channel: Option<&Arc<CallbackChannel>>,
@@ -280,7 +280,9 @@ pub fn build_bash(
     build_bash_on(config, channel, interrupt, &Layer::new(config))
 }
 
-/// `build_bash` over a given filesystem layer (sessions keep the layer).
+/// Build the interpreter `config` describes over `layer` (sessions keep
+/// the layer); `prepare` must run next. `interrupt` (sessions only) makes
+/// waiting commands cancellable.
 pub fn build_bash_on(
     config: &SessionConfig,
     channel: Option<&Arc<CallbackChannel>>,

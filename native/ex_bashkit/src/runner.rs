@@ -115,6 +115,7 @@ pub fn drive<T: Send + 'static>(
     before_park: impl FnOnce(),
     finish: impl FnOnce(T, ReplyTo) + Send + 'static,
 ) -> Option<T> {
+    crate::runtime::note_script_start();
     if inline {
         if let Some(output) = poll_inline(&mut work) {
             reply.dismiss();

@@ -22,10 +22,13 @@
 //! runtime during VM teardown is a known source of exit-time crashes.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use rustler::{Env, Term};
 use tokio::runtime::{Builder, Runtime};
+use tokio::sync::Notify;
 
 /// Settings read once from the application environment at load time.
 #[derive(Debug, Clone, Copy)]
@@ -86,7 +89,7 @@ pub fn runtime() -> &'static Runtime {
     RUNTIME.get_or_init(|| {
         let config = CONFIG.get().copied().unwrap_or_default();
         let nice = config.runner_nice;
-        Builder::new_multi_thread()
+        let runtime = Builder::new_multi_thread()
             .worker_threads(config.worker_threads)
             .max_blocking_threads(config.max_script_threads)
             .thread_stack_size(config.stack_size)
@@ -94,8 +97,64 @@ pub fn runtime() -> &'static Runtime {
             .on_thread_start(move || lower_priority(nice))
             .enable_all()
             .build()
-            .expect("ex_bashkit: cannot start the interpreter runtime")
+            .expect("ex_bashkit: cannot start the interpreter runtime");
+        runtime.spawn(anchor_timers());
+        runtime
     })
+}
+
+/// How far ahead the timer driver's next wake-up is kept while scripts run
+/// (see [`anchor_timers`]): below bashkit's 10 ms budget-check interval.
+const ANCHOR_TICK: Duration = Duration::from_millis(5);
+
+/// Ticks without a script before the anchor rests (one second).
+const ANCHOR_REST_AFTER: u32 = 200;
+
+/// Scripts started (inline or on a runner); the anchor watches it move.
+static SCRIPT_STARTS: AtomicU64 = AtomicU64::new(0);
+/// Set while the anchor rests; the next script start wakes it.
+static ANCHOR_RESTING: AtomicBool = AtomicBool::new(false);
+static ANCHOR_WAKE: Notify = Notify::const_new();
+
+/// Called when a script starts: keeps [`anchor_timers`] ticking.
+pub fn note_script_start() {
+    SCRIPT_STARTS.fetch_add(1, Ordering::Relaxed);
+    if ANCHOR_RESTING.swap(false, Ordering::AcqRel) {
+        ANCHOR_WAKE.notify_one();
+    }
+}
+
+/// Keep a timer pending at most [`ANCHOR_TICK`] ahead while scripts run.
+///
+/// Why: bashkit arms timers on every exec (its execution timeouts and a
+/// 10 ms budget-check interval around each output step), and tokio wakes
+/// its parked timer driver (an eventfd write, then lock hand-offs with the
+/// woken runner) whenever a new timer is due before the driver's next
+/// wake-up. For a script polled inline on a dirty scheduler that was three
+/// cross-thread wake-ups per `echo hi` (`strace`, `perf` on
+/// `sys_enter_write`). With this timer pending, every later deadline is
+/// filed without waking anyone. It costs one runner wake-up per tick while
+/// scripts run; after a second without one it rests, and the next script's
+/// start wakes it (one wake-up).
+async fn anchor_timers() {
+    loop {
+        let mut seen = SCRIPT_STARTS.load(Ordering::Relaxed);
+        let mut quiet = 0;
+        while quiet < ANCHOR_REST_AFTER {
+            tokio::time::sleep(ANCHOR_TICK).await;
+            let now = SCRIPT_STARTS.load(Ordering::Relaxed);
+            quiet = if now == seen { quiet + 1 } else { 0 };
+            seen = now;
+        }
+        ANCHOR_RESTING.store(true, Ordering::Release);
+        // A start between the last look and the flag finds it unset and
+        // does not notify: look once more.
+        if SCRIPT_STARTS.load(Ordering::Relaxed) != seen {
+            ANCHOR_RESTING.store(false, Ordering::Release);
+            continue;
+        }
+        ANCHOR_WAKE.notified().await;
+    }
 }
 
 /// Run `future` on an interpreter thread, detached.

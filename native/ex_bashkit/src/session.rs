@@ -27,7 +27,7 @@ use crate::outcome::{ExecOutcome, Metrics, Partial, SharedPartial};
 use crate::reply::{Caller, Payload, ReplyTo, SharedCaller};
 use crate::value::{Bytes, FromValue, Value};
 use crate::watchdog::{self, ExecTicket};
-use crate::{from_map, guard, runtime};
+use crate::{from_map, guard, runtime, warm};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 static NEXT_EXEC: AtomicU64 = AtomicU64::new(1);
@@ -83,14 +83,23 @@ impl Session {
     /// directories: never call it on a normal scheduler unless Elixir's
     /// `ExBashkit.Session.Options.inline?/1` said the configuration is
     /// purely in memory (`session_new_inline`).
-    pub fn new(config: SessionConfig) -> Result<Arc<Self>, String> {
-        let interrupt = Interrupt::new();
-        let channel = options::callback_channel(&config, &interrupt);
-        let layer = options::Layer::new(&config);
-        let bash = options::build_bash_on(&config, channel.as_ref(), Some(&interrupt), &layer)?;
-        if options::needs_prepare(&config) {
-            runtime::block_on(options::prepare(&bash, &config, channel.as_ref()))?;
-        }
+    ///
+    /// `key` is the configuration as Elixir sent it: a configuration built
+    /// from memory alone may get an interpreter built in advance (`warm.rs`).
+    pub fn new(config: SessionConfig, key: &Value) -> Result<Arc<Self>, String> {
+        let (bash, layer, interrupt, channel) = if warm::eligible(&config) {
+            let built = warm::take_or_build(key, &config)?;
+            (built.bash, built.layer, built.interrupt, None)
+        } else {
+            let interrupt = Interrupt::new();
+            let channel = options::callback_channel(&config, &interrupt);
+            let layer = options::Layer::new(&config);
+            let bash = options::build_bash_on(&config, channel.as_ref(), Some(&interrupt), &layer)?;
+            if options::needs_prepare(&config) {
+                runtime::block_on(options::prepare(&bash, &config, channel.as_ref()))?;
+            }
+            (bash, layer, interrupt, channel)
+        };
         LIVE.fetch_add(1, Ordering::Relaxed);
         Ok(Arc::new(Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -435,6 +444,7 @@ pub fn exec(
 /// Returns the outcome when it completed inline, like [`exec`].
 pub fn exec_once_job(
     config: SessionConfig,
+    key: Value,
     script: String,
     ticket: Arc<ExecTicket>,
     reply: ReplyTo,
@@ -442,13 +452,12 @@ pub fn exec_once_job(
     before_park: impl FnOnce(),
 ) -> Option<ExecOutcome> {
     let work = Box::pin(async move {
-        let interrupt = Interrupt::new();
         let mut used = None;
         let outcome = guard::catch_future(async {
-            match options::build_bash(&config, None, Some(&interrupt)) {
-                Ok(bash) => {
-                    let bash = used.insert(bash);
-                    ticket.start(bash.cancellation_token(), Arc::clone(&interrupt));
+            match warm::take_or_build(&key, &config) {
+                Ok(built) => {
+                    let bash = used.insert(built.bash);
+                    ticket.start(bash.cancellation_token(), built.interrupt);
                     let partial = Partial::shared();
                     let metering = Metering::start(bash);
                     let result =
@@ -681,10 +690,10 @@ fn unwatch_caller(handle: &Handle, id: u64) -> Box<dyn FnOnce() + Send> {
     })
 }
 
-fn new_handle(config: Value) -> NifResult<Handle> {
-    let config = SessionConfig::from_value(&config)?;
+fn new_handle(term: Value) -> NifResult<Handle> {
+    let config = SessionConfig::from_value(&term)?;
     Ok(ResourceArc::new(SessionResource {
-        session: Session::new(config)?,
+        session: Session::new(config, &term)?,
         monitors: Mutex::new(HashMap::new()),
     }))
 }
@@ -766,7 +775,8 @@ fn exec_once<'a>(
     pid: LocalPid,
     reference: Term<'a>,
 ) -> NifResult<Term<'a>> {
-    let config = SessionConfig::from_value(&Value::from_term(config)?)?;
+    let key = Value::from_term(config)?;
+    let config = SessionConfig::from_value(&key)?;
     let ticket = ExecTicket::new();
     let tracker = ResourceArc::new(OneShotResource {
         ticket: Arc::clone(&ticket),
@@ -782,13 +792,19 @@ fn exec_once<'a>(
     });
     let before_park = || *monitor.lock() = watched.monitor(Some(env), &pid);
     let reply = ReplyTo::new(Caller::process(pid, reference));
-    Ok(
-        match exec_once_job(config, script, ticket, reply, Some(on_end), before_park) {
-            Some(outcome) => Value::tuple([Value::atom("done"), outcome.to_value()]),
-            None => Value::atom("ok"),
-        }
-        .to_term(env),
-    )
+    Ok(match exec_once_job(
+        config,
+        key,
+        script,
+        ticket,
+        reply,
+        Some(on_end),
+        before_park,
+    ) {
+        Some(outcome) => Value::tuple([Value::atom("done"), outcome.to_value()]),
+        None => Value::atom("ok"),
+    }
+    .to_term(env))
 }
 
 #[rustler::nif(name = "live_sessions")]

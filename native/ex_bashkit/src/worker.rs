@@ -250,13 +250,14 @@ fn dispatch(
 ) -> Result<(), String> {
     if tag == "new" {
         let sid: u64 = arg(items, 2)?;
-        let config = SessionConfig::from_value(items.get(3).ok_or("missing config")?)?;
+        let key = items.get(3).ok_or("missing config")?;
+        let config = SessionConfig::from_value(key)?;
         // Built on the reading thread, so that requests for this session
         // that follow it (a rebuild after a crash sends them back to back)
         // find it. Building takes tens of microseconds, or as long as its
         // `:files` and host mounts take to set up.
         let reply = reply_to(id, frames);
-        match Session::new(config) {
+        match Session::new(config, key) {
             Ok(session) => {
                 sessions.lock().insert(sid, session);
                 reply.finish(&Value::ok());
@@ -274,7 +275,8 @@ fn dispatch(
         return Ok(());
     }
     if tag == "exec_once" {
-        let config: SessionConfig = arg(items, 2)?;
+        let key = items.get(2).ok_or("missing config")?.clone();
+        let config = SessionConfig::from_value(&key)?;
         let script: String = arg(items, 3)?;
         let ticket = ExecTicket::new();
         ONE_SHOTS.lock().insert(id, Arc::downgrade(&ticket));
@@ -283,7 +285,7 @@ fn dispatch(
         });
         let reply = reply_to(id, frames);
         if let Some(outcome) =
-            session::exec_once_job(config, script, ticket, reply, Some(on_end), || {})
+            session::exec_once_job(config, key, script, ticket, reply, Some(on_end), || {})
         {
             reply_to(id, frames).finish(&outcome);
         }

@@ -1,0 +1,70 @@
+defmodule ExBashkit.WarmInterpretersTest do
+  # Interpreters built in advance for a configuration asked for again soon
+  # (`native/ex_bashkit/src/warm.rs`): whatever the pace of the calls, each
+  # session and each one-shot exec gets an interpreter nobody used, built for
+  # exactly its own configuration.
+  use ExUnit.Case, async: true
+
+  alias ExBashkit.{Result, Session}
+
+  # What a used interpreter would show: a variable, a file, a function, an
+  # alias, a cwd and a shell option left by the script before.
+  @dirty "export X=1; touch /tmp/f; g() { :; }; alias ll=ls; cd /tmp; set -o pipefail"
+  @probe ~S"""
+  echo "x=<$X> tmp=<$(ls /tmp)> g=$(type -t g) ll=$(alias ll 2>/dev/null) pwd=$PWD $(set -o | grep pipefail | tr -s ' \t' ' ') s=$SECONDS"
+  """
+  @fresh "x=<> tmp=<> g= ll= pwd=/ pipefail off s=0\n"
+
+  test "back-to-back sessions each start fresh" do
+    for _ <- 1..60 do
+      session = Session.new()
+      assert {:ok, %Result{stdout: @fresh}} = Session.exec(session, @probe)
+      assert {:ok, %Result{exit_code: 0}} = Session.exec(session, @dirty)
+    end
+  end
+
+  test "back-to-back one-shot execs each start fresh" do
+    for _ <- 1..60 do
+      assert {:ok, %Result{stdout: @fresh}} = ExBashkit.exec(@probe)
+      assert {:ok, %Result{exit_code: 0}} = ExBashkit.exec(@dirty)
+    end
+  end
+
+  test "a session gets an interpreter built for its own configuration" do
+    # Alternating configurations, each asked for often enough to be built in
+    # advance: a policy, a limit and the defaults must never be swapped.
+    for _ <- 1..30 do
+      denied = Session.new(commands: [deny: ["sed"]])
+      limited = Session.new(limits: [max_loop_iterations: 3])
+      default = Session.new()
+
+      assert {:ok, %Result{exit_code: 127}} = Session.exec(denied, "sed --version")
+      assert {:ok, %Result{exit_code: 0}} = Session.exec(default, "echo a | sed s/a/b/")
+
+      assert {:error, %ExBashkit.Error{reason: :limit}} =
+               Session.exec(limited, "for i in 1 2 3 4 5; do :; done")
+
+      assert {:ok, %Result{exit_code: 0}} = Session.exec(default, "for i in 1 2 3 4 5; do :; done")
+    end
+  end
+
+  test "sessions created at once from many processes never share an interpreter" do
+    tasks =
+      for n <- 1..8 do
+        Task.async(fn ->
+          for i <- 1..25 do
+            session = Session.new()
+            {:ok, %Result{stdout: probe}} = Session.exec(session, @probe)
+            {:ok, _} = Session.exec(session, "echo #{n}-#{i} > /tmp/mine")
+            {:ok, %Result{stdout: mine}} = Session.exec(session, "cat /tmp/mine")
+            {probe, mine, "#{n}-#{i}\n"}
+          end
+        end)
+      end
+
+    for results <- Task.await_many(tasks, 60_000), {probe, mine, expected} <- results do
+      assert probe == @fresh
+      assert mine == expected
+    end
+  end
+end

@@ -44,7 +44,8 @@ defmodule ExBashkit.WarmInterpretersTest do
       assert {:error, %ExBashkit.Error{reason: :limit}} =
                Session.exec(limited, "for i in 1 2 3 4 5; do :; done")
 
-      assert {:ok, %Result{exit_code: 0}} = Session.exec(default, "for i in 1 2 3 4 5; do :; done")
+      assert {:ok, %Result{exit_code: 0}} =
+               Session.exec(default, "for i in 1 2 3 4 5; do :; done")
     end
   end
 

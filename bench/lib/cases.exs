@@ -357,7 +357,9 @@ defmodule Bench.Cases do
     failures =
       sessions
       |> Enum.take_every(max(div(count, 500), 1))
-      |> Enum.count(fn s -> Session.exec(s, @echo) != {:ok, %ExBashkit.Result{stdout: "hi\n"}} end)
+      |> Enum.count(fn s ->
+        not match?({:ok, %ExBashkit.Result{stdout: "hi\n"}}, Session.exec(s, @echo))
+      end)
 
     # Keeps both lists alive until here (and not garbage before the RSS reads).
     kept = length(base) + length(sessions)

@@ -158,7 +158,7 @@ fn take(key: &Value, config: &SessionConfig) -> Option<Prebuilt> {
         crate::runtime::spawn(async move {
             refill_shelf(key, &config);
             // What nobody took is dropped, not kept for the node's lifetime.
-            tokio::time::sleep(MAX_AGE).await;
+            tokio::time::sleep(MAX_AGE + Duration::from_millis(50)).await;
             sweep();
         });
     }
@@ -197,4 +197,72 @@ fn sweep() {
         });
     }
     drop(stale);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key of its own per test (the shelves are process-wide).
+    fn key(name: &str) -> Value {
+        Value::bin(name.as_bytes())
+    }
+
+    /// Ask for `key` until an interpreter built in advance is handed out.
+    fn take_ready(key: &Value, config: &SessionConfig) -> Option<Prebuilt> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Some(prebuilt) = take(key, config) {
+                return Some(prebuilt);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        None
+    }
+
+    #[test]
+    fn a_configuration_asked_for_again_gets_one_built_in_advance() {
+        let config = SessionConfig::default();
+        let key = key("again");
+        assert!(
+            take(&key, &config).is_none(),
+            "nothing is built before a second request"
+        );
+        assert!(take_ready(&key, &config).is_some());
+    }
+
+    #[test]
+    fn each_interpreter_is_built_for_its_own_configuration() {
+        let mut config = SessionConfig::default();
+        config.env = vec![("WHO".into(), "first".into())];
+        let first = key("first");
+        take(&first, &config);
+        let mut built = take_ready(&first, &config).expect("built in advance").bash;
+        // Another configuration never gets the first one's interpreters.
+        assert!(take(&key("second"), &SessionConfig::default()).is_none());
+        let out = crate::runtime::block_on(built.exec("echo $WHO")).unwrap();
+        assert_eq!(out.stdout, "first\n");
+    }
+
+    #[test]
+    fn what_nobody_takes_is_swept() {
+        let config = SessionConfig::default();
+        let key = key("swept");
+        take(&key, &config);
+        take(&key, &config);
+        std::thread::sleep(MAX_AGE * 2 + Duration::from_millis(200));
+        let shelves = SHELF_LIST.lock();
+        assert!(shelves.iter().all(|shelf| shelf.key != key));
+    }
+
+    #[test]
+    fn configurations_that_need_preparing_do_not_qualify() {
+        let mut config = SessionConfig::default();
+        assert!(eligible(&config));
+        config.files = vec![("/f".into(), crate::value::Bytes(b"x".to_vec()))];
+        assert!(!eligible(&config));
+        let mut config = SessionConfig::default();
+        config.builtins = vec!["answer".into()];
+        assert!(!eligible(&config));
+    }
 }

@@ -56,32 +56,14 @@ defmodule ExBashkit do
   def exec(script, opts) when opts == [] or opts == %{} do
     script = Session.Exec.script!(script, "ExBashkit.exec/2")
     isolation = Session.Options.default_isolation()
-    config = default_native()
+    # A default session's configuration: the defaults live in Elixir only.
+    config = Session.Options.parse_default!().native
 
     with :ok <- Session.Exec.check_script(script),
          {:ok, ref} <- Backend.exec_once(config, script, isolation, %{}) do
       Callbacks.await(ref, Callbacks.no_callbacks())
     else
       {:error, _} = error -> ExBashkit.Error.wrap(error)
-    end
-  end
-
-  # A default session's native configuration (the defaults live in Elixir
-  # only). Parsing it is ~15 µs, a tenth of the call, so it is kept in a
-  # persistent term; it depends on the node's ceilings (run-time
-  # configuration, `ExBashkit.Session.Ceilings`), so it is kept with the
-  # ceilings it was parsed under and parsed again when they change.
-  defp default_native do
-    ceilings = Session.Ceilings.read!()
-
-    case :persistent_term.get({__MODULE__, :default_native}, nil) do
-      {^ceilings, native} ->
-        native
-
-      _ ->
-        native = Session.Options.parse!([]).native
-        :persistent_term.put({__MODULE__, :default_native}, {ceilings, native})
-        native
     end
   end
 

@@ -35,6 +35,24 @@ defmodule ExBashkit.SessionDefaultsTest do
     assert {:error, _} = Session.exec(Session.new(), "sleep 10; echo finished")
   end
 
+  test "new/0 follows the node's default isolation when it changes" do
+    saved = Application.fetch_env(:ex_bashkit, :isolation)
+
+    try do
+      # new/0's parsed options are kept per node configuration: a change of
+      # the default must reach the next session.
+      Application.put_env(:ex_bashkit, :isolation, :in_node)
+      assert %Session{location: :in_node} = Session.new()
+      Application.put_env(:ex_bashkit, :isolation, :process)
+      assert %Session{location: {:process, _, _}} = Session.new()
+    after
+      case saved do
+        {:ok, value} -> Application.put_env(:ex_bashkit, :isolation, value)
+        :error -> Application.delete_env(:ex_bashkit, :isolation)
+      end
+    end
+  end
+
   test "bashkit's max_commands default is the one the docs and the tool's prompt quote" do
     max = Defaults.bashkit_limit(:max_commands)
     session = Session.new()

@@ -406,7 +406,7 @@ defmodule ExBashkit.Session do
   """
   @spec new([option()]) :: t()
   def new(opts \\ []) do
-    parsed = Options.parse!(opts)
+    parsed = if opts == [], do: Options.parse_default!(), else: Options.parse!(opts)
     native = parsed.native
 
     case Backend.new(native, parsed.isolation, Options.inline?(native)) do

@@ -388,6 +388,27 @@ defmodule ExBashkit.Session.Options do
   end
 
   @doc false
+  # `parse!([])`, the configuration of `new/0` and `ExBashkit.exec/1`.
+  # Parsing it is ~15 µs, a fair part of those calls, so it is kept in a
+  # persistent term; it depends on run-time configuration (the node's
+  # ceilings and default isolation), so it is kept with the configuration it
+  # was parsed under and parsed again when that changes.
+  @spec parse_default!() :: parsed()
+  def parse_default! do
+    config = {Ceilings.read!(), default_isolation()}
+
+    case :persistent_term.get({__MODULE__, :default}, nil) do
+      {^config, parsed} ->
+        parsed
+
+      _ ->
+        parsed = parse!([])
+        :persistent_term.put({__MODULE__, :default}, {config, parsed})
+        parsed
+    end
+  end
+
+  @doc false
   @spec parse!(term()) :: parsed()
   def parse!(opts) do
     opts = to_keyword!(opts, "options")

@@ -108,13 +108,17 @@ impl FrameWriter {
         })
     }
 
-    /// Write one `{:packet, 4}` frame and flush it. A failed write means the
-    /// VM is gone: the worker has nothing left to do.
+    /// Write one `{:packet, 4}` frame and flush it, in one piece (one
+    /// `write` for the VM's port to read, unless the frame outgrows the
+    /// pipe). A failed write means the VM is gone: the worker has nothing
+    /// left to do.
     pub fn write(&self, frame: &[u8]) -> bool {
         let len = u32::try_from(frame.len()).unwrap_or(u32::MAX).to_be_bytes();
+        let mut packet = Vec::with_capacity(len.len() + frame.len());
+        packet.extend_from_slice(&len);
+        packet.extend_from_slice(frame);
         let mut out = self.out.lock();
-        let written = out.write_all(&len).and_then(|()| out.write_all(frame));
-        if written.and_then(|()| out.flush()).is_err() {
+        if out.write_all(&packet).and_then(|()| out.flush()).is_err() {
             std::process::exit(0);
         }
         true

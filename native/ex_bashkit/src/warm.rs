@@ -233,8 +233,10 @@ mod tests {
 
     #[test]
     fn each_interpreter_is_built_for_its_own_configuration() {
-        let mut config = SessionConfig::default();
-        config.env = vec![("WHO".into(), "first".into())];
+        let config = SessionConfig {
+            env: vec![("WHO".into(), "first".into())],
+            ..SessionConfig::default()
+        };
         let first = key("first");
         take(&first, &config);
         let mut built = take_ready(&first, &config).expect("built in advance").bash;
@@ -257,12 +259,16 @@ mod tests {
 
     #[test]
     fn configurations_that_need_preparing_do_not_qualify() {
-        let mut config = SessionConfig::default();
-        assert!(eligible(&config));
-        config.files = vec![("/f".into(), crate::value::Bytes(b"x".to_vec()))];
-        assert!(!eligible(&config));
-        let mut config = SessionConfig::default();
-        config.builtins = vec!["answer".into()];
-        assert!(!eligible(&config));
+        assert!(eligible(&SessionConfig::default()));
+        let with_files = SessionConfig {
+            files: vec![("/f".into(), crate::value::Bytes(b"x".to_vec()))],
+            ..SessionConfig::default()
+        };
+        assert!(!eligible(&with_files));
+        let with_builtins = SessionConfig {
+            builtins: vec!["answer".into()],
+            ..SessionConfig::default()
+        };
+        assert!(!eligible(&with_builtins));
     }
 }

@@ -102,6 +102,18 @@ fn parse_args(args: impl Iterator<Item = String>) -> Settings {
     settings
 }
 
+/// The port's end of stdout, without `Stdout`'s line buffering: that
+/// splits a frame at its last newline byte and flushes the rest, two or
+/// more `write`s per frame where one does (`FrameWriter` writes each frame
+/// whole).
+fn unbuffered_stdout() -> Box<dyn io::Write + Send> {
+    use std::os::fd::AsFd;
+    match io::stdout().as_fd().try_clone_to_owned() {
+        Ok(fd) => Box::new(std::fs::File::from(fd)),
+        Err(_) => Box::new(io::stdout()),
+    }
+}
+
 /// The worker's entry point; returns the process exit code.
 pub fn main() -> i32 {
     runtime::set_worker_process();
@@ -110,7 +122,7 @@ pub fn main() -> i32 {
     runtime::configure(settings.runtime);
     crate::guard::install_panic_hook();
 
-    let frames = FrameWriter::new(Box::new(io::stdout()));
+    let frames = FrameWriter::new(unbuffered_stdout());
     let sessions: Sessions = Arc::new(Mutex::new(HashMap::new()));
     let mut stdin = io::stdin().lock();
     loop {

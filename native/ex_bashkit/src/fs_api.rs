@@ -14,7 +14,7 @@ use rustler::{Env, ResourceArc, Term};
 
 use crate::session::SessionResource;
 use crate::value::{Bytes, FromValue, Value};
-use crate::{errors, runtime};
+use crate::{bashkit_errors, runtime};
 
 /// The kind of an entry as the API reports it.
 pub fn type_name(file_type: &FileType) -> &'static str {
@@ -47,7 +47,7 @@ fn run<T>(
     path: &str,
     future: impl std::future::Future<Output = bashkit::Result<T>>,
 ) -> FsResult<T> {
-    runtime::block_on(future).map_err(|e| errors::describe_fs(path, &e))
+    runtime::block_on(future).map_err(|e| bashkit_errors::describe_fs(path, &e))
 }
 
 pub fn read(fs: &Arc<dyn FileSystem>, path: &str) -> FsResult<Vec<u8>> {
@@ -88,7 +88,7 @@ pub fn remove(fs: &Arc<dyn FileSystem>, path: &str, recursive: bool) -> FsResult
 
 pub fn rename(fs: &Arc<dyn FileSystem>, from: &str, to: &str) -> FsResult<()> {
     runtime::block_on(fs.rename(Path::new(from), Path::new(to)))
-        .map_err(|e| errors::describe_fs(&format!("{from} -> {to}"), &e))
+        .map_err(|e| bashkit_errors::describe_fs(&format!("{from} -> {to}"), &e))
 }
 
 pub fn stat(fs: &Arc<dyn FileSystem>, path: &str) -> FsResult<(&'static str, u64)> {

@@ -10,10 +10,10 @@ pub mod etf;
 mod value;
 
 // The session core both transports share.
+mod bashkit_errors;
 mod bombs;
 mod changes;
 mod error;
-mod errors;
 mod fs_api;
 mod guard;
 mod host_fs;

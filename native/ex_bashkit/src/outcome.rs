@@ -11,8 +11,8 @@ use std::sync::Arc;
 use bashkit::{Error, ExecResult};
 use parking_lot::Mutex;
 
+use crate::bashkit_errors;
 use crate::changes::Changes;
-use crate::errors;
 use crate::reply::Payload;
 use crate::value::Value;
 use crate::watchdog::ExecTicket;
@@ -198,11 +198,11 @@ fn classify(error: &Error) -> ExecFailure {
     let (reason, limit) = match error {
         Error::Parse { .. } => ("parse", None),
         Error::Cancelled => ("cancelled", None),
-        Error::ResourceLimit(limit) => match errors::limit_key(limit) {
+        Error::ResourceLimit(limit) => match bashkit_errors::limit_key(limit) {
             Some("timeout_ms") => ("timeout", Some("timeout_ms")),
             key => ("limit", key),
         },
-        other => match errors::session_limit_key(other) {
+        other => match bashkit_errors::session_limit_key(other) {
             Some(key) => ("limit", Some(key)),
             None => ("internal", None),
         },
@@ -210,7 +210,7 @@ fn classify(error: &Error) -> ExecFailure {
     ExecFailure {
         reason,
         limit,
-        message: errors::describe(error),
+        message: bashkit_errors::describe(error),
         ..ExecFailure::default()
     }
 }

@@ -38,7 +38,7 @@ use bashkit::{
 };
 
 use crate::value::{FromValue, Value};
-use crate::{errors, runtime};
+use crate::{bashkit_errors, runtime};
 
 /// The file that maps trash entries to their original paths.
 pub const INDEX: &str = ".index";
@@ -400,7 +400,7 @@ pub fn call(fs: &Arc<dyn FileSystem>, trash: Option<&str>, request: &Value) -> O
                     })
                     .collect(),
             )),
-            Err(e) => Value::error(errors::describe_fs(trash, &e)),
+            Err(e) => Value::error(bashkit_errors::describe_fs(trash, &e)),
         },
         _ => {
             let Some(Ok(path)) = items.get(1).map(String::from_value) else {
@@ -411,7 +411,7 @@ pub fn call(fs: &Arc<dyn FileSystem>, trash: Option<&str>, request: &Value) -> O
                 Ok(()) => Value::ok(),
                 Err(Refusal::NotInTrash) => refused("enoent"),
                 Err(Refusal::Taken) => refused("eexist"),
-                Err(Refusal::Fs(e)) => Value::error(errors::describe_fs(&path, &e)),
+                Err(Refusal::Fs(e)) => Value::error(bashkit_errors::describe_fs(&path, &e)),
             }
         }
     })

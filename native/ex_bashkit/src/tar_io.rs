@@ -372,7 +372,7 @@ pub async fn write(
     let meta = fs
         .stat(Path::new(root))
         .await
-        .map_err(|e| crate::errors::describe_fs(root, &e))?;
+        .map_err(|e| crate::bashkit_errors::describe_fs(root, &e))?;
     if meta.file_type.is_dir() {
         // Every path first, then in path order: a directory precedes what
         // it holds, and the output does not depend on listing order.
@@ -382,7 +382,7 @@ pub async fn write(
             let children = fs
                 .read_dir(Path::new(&dir))
                 .await
-                .map_err(|e| crate::errors::describe_fs(&dir, &e))?;
+                .map_err(|e| crate::bashkit_errors::describe_fs(&dir, &e))?;
             for child in children {
                 let path = join(&dir, &child.name);
                 if skipped(&path, options.skip) {
@@ -473,7 +473,7 @@ async fn append(
             let target = fs
                 .read_link(Path::new(path))
                 .await
-                .map_err(|e| crate::errors::describe_fs(path, &e))?;
+                .map_err(|e| crate::bashkit_errors::describe_fs(path, &e))?;
             header.set_entry_type(tar::EntryType::Symlink);
             header.set_size(0);
             header.set_mode(0o777);
@@ -483,7 +483,7 @@ async fn append(
             let content = fs
                 .read_file(Path::new(path))
                 .await
-                .map_err(|e| crate::errors::describe_fs(path, &e))?;
+                .map_err(|e| crate::bashkit_errors::describe_fs(path, &e))?;
             header.set_entry_type(tar::EntryType::Regular);
             header.set_size(content.len() as u64);
             builder

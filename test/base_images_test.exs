@@ -189,6 +189,44 @@ defmodule ExBashkit.BaseImagesTest do
     assert_raise ArgumentError, fn -> Image.build!(rootfs: "garbage") end
   end
 
+  test "file contents come from the image's archive, byte for byte, whoever reads first" do
+    # An image keeps its files' contents inside its canonical tar and a file
+    # is copied out on its first read (`image.rs`): sizes before any read,
+    # binary and large contents, first reads from many sessions at once, and
+    # writes that start from the image's bytes must all see the same bytes.
+    big = :crypto.strong_rand_bytes(1_500_000)
+    binary = <<0, 255, 10, 13, 0>> <> String.duplicate("\n", 600)
+    files = for i <- 1..40, into: %{}, do: {"/many/f#{i}", "content #{i}\n"}
+
+    {:ok, image} =
+      Image.build(
+        files: Map.merge(files, %{"/big.bin" => big, "/bin.dat" => binary, "/log" => "a\n"})
+      )
+
+    first = Session.new(base: image)
+    assert sh!(first, "stat -c %s /big.bin /bin.dat /many/f7") == "1500000\n605\n10\n"
+
+    sessions = for _ <- 1..8, do: Session.new(base: image)
+
+    reads =
+      sessions
+      |> Enum.map(&Task.async(fn -> Session.read_file(&1, "/big.bin") end))
+      |> Task.await_many(30_000)
+
+    assert Enum.all?(reads, &(&1 == {:ok, big}))
+    assert {:ok, ^binary} = Session.read_file(first, "/bin.dat")
+
+    for i <- [1, 17, 40] do
+      assert sh!(Enum.at(sessions, rem(i, 8)), "cat /many/f#{i}") == "content #{i}\n"
+    end
+
+    # Appending starts from the image's bytes and stays in that session.
+    assert sh!(first, "echo b >> /log; cat /log") == "a\nb\n"
+    assert sh!(hd(sessions), "cat /log") == "a\n"
+    assert {:ok, tar} = Session.export_tar(first, "/many")
+    assert byte_size(tar) > 40 * 512
+  end
+
   test "sessions keep their image after the handle is gone" do
     session =
       (fn ->

@@ -29,7 +29,13 @@ use crate::{from_map, runtime, tar_io};
 /// One immutable base filesystem.
 pub struct Image {
     pub id: String,
+    /// The files, whose contents stay in `tar` until a session reads them
+    /// (bashkit's lazy files: a read materializes that one file, once, for
+    /// every session over the image).
     pub fs: Arc<InMemoryFs>,
+    /// The canonical tar: the image's identity, what a worker is sent, and
+    /// the storage of every file's content, in one allocation.
+    pub tar: Arc<Vec<u8>>,
     /// Content bytes and non-directory entries (what the image costs, and
     /// counts against each session's limits).
     pub bytes: u64,
@@ -61,39 +67,52 @@ pub fn limits() -> FsLimits {
     FsLimits::default()
 }
 
-/// Build (or find) the image holding `entries`.
+/// Build (or find) the image holding `entries`: its canonical tar is
+/// written from a filesystem filled with them, which is then dropped; the
+/// image keeps the tar alone (`from_canonical`).
 pub async fn build(entries: Vec<VfsEntry>) -> Result<Arc<Image>, String> {
-    build_as(entries, None).await
+    let tar = {
+        let (fs, _, _) = fill(entries, None).await?;
+        canonical_tar(&fs).await?
+    };
+    let id = hex(Sha256::digest(&tar).as_slice());
+    if let Some(existing) = lookup(&id) {
+        return Ok(existing);
+    }
+    from_canonical(tar, &id).await
 }
 
-/// `build`, under a known id (a worker, given the canonical tar whose hash
-/// it checked) or the hash of the canonical tar (computed here).
-async fn build_as(entries: Vec<VfsEntry>, known_id: Option<&str>) -> Result<Arc<Image>, String> {
-    let (fs, bytes, files) = fill(entries).await?;
-    let id = match known_id {
-        Some(id) => id.to_string(),
-        None => hex(Sha256::digest(canonical_tar(&fs).await?).as_slice()),
-    };
+/// The image `id` whose canonical tar is `tar`. File contents are not
+/// copied out of it: each file is a lazy file reading its range.
+async fn from_canonical(tar: Vec<u8>, id: &str) -> Result<Arc<Image>, String> {
+    let (entries, ranges) = tar_io::parse_in_place(&tar, &limits())?;
+    let tar = Arc::new(tar);
+    let (fs, bytes, files) = fill(entries, Some((&tar, &ranges))).await?;
     let mut registry = REGISTRY.lock();
-    if let Some(existing) = registry.get(&id).and_then(Weak::upgrade) {
+    if let Some(existing) = registry.get(id).and_then(Weak::upgrade) {
         return Ok(existing);
     }
     let image = Arc::new(Image {
-        id: id.clone(),
+        id: id.to_string(),
         fs: Arc::new(fs),
+        tar,
         bytes,
         files,
     });
     registry.retain(|_, weak| weak.strong_count() > 0);
-    registry.insert(id, Arc::downgrade(&image));
+    registry.insert(id.to_string(), Arc::downgrade(&image));
     Ok(image)
 }
 
-/// A filesystem holding exactly `entries` (validated by `tar_io::parse`:
-/// within the limits, parents before children). Each entry's content is
-/// moved in and dropped one at a time, so that building holds the content
-/// about once, not twice.
-async fn fill(entries: Vec<VfsEntry>) -> Result<(InMemoryFs, u64, u64), String> {
+/// A filesystem holding exactly `entries` (validated by `tar_io`: within
+/// the limits, parents before children). A file whose content lies in
+/// `in_tar` (the archive and each file's range) becomes a lazy file over
+/// it; any other is moved in, one at a time, so that filling holds the
+/// content about once, not twice.
+async fn fill(
+    entries: Vec<VfsEntry>,
+    in_tar: Option<(&Arc<Vec<u8>>, &tar_io::ContentRanges)>,
+) -> Result<(InMemoryFs, u64, u64), String> {
     let fs = InMemoryFs::with_limits(limits());
     // Only the root: an image has none of a fresh filesystem's defaults.
     fs.restore(&VfsSnapshot::from_entries(vec![VfsEntry {
@@ -107,9 +126,29 @@ async fn fill(entries: Vec<VfsEntry>) -> Result<(InMemoryFs, u64, u64), String> 
         match entry.kind {
             VfsEntryKind::Directory => fs.add_dir(&entry.path, entry.mode),
             VfsEntryKind::File { content } => {
-                bytes += content.len() as u64;
                 files += 1;
-                fs.add_file(&entry.path, content, entry.mode);
+                let range = in_tar.and_then(|(tar, ranges)| {
+                    ranges.get(&entry.path).map(|range| (tar, range.clone()))
+                });
+                match range {
+                    Some((tar, range)) if tar.get(range.clone()).is_some() => {
+                        let len = range.len() as u64;
+                        bytes += len;
+                        let tar = Arc::clone(tar);
+                        let load = move || tar[range.clone()].to_vec();
+                        fs.add_lazy_file(&entry.path, len, entry.mode, Arc::new(load));
+                    }
+                    Some((_, range)) => {
+                        return Err(format!(
+                            "{}: content {range:?} lies outside the archive",
+                            entry.path.display()
+                        ))
+                    }
+                    None => {
+                        bytes += content.len() as u64;
+                        fs.add_file(&entry.path, content, entry.mode);
+                    }
+                }
             }
             VfsEntryKind::Fifo => {
                 files += 1;
@@ -123,7 +162,7 @@ async fn fill(entries: Vec<VfsEntry>) -> Result<(InMemoryFs, u64, u64), String> 
             }
         }
     }
-    // `add_*` skip silently what the limits refuse; `parse` checked the
+    // `add_*` skip silently what the limits refuse; `tar_io` checked the
     // same limits, so a shortfall here is a bug worth an error, not a
     // silently smaller image.
     let usage = bashkit::FileSystemExt::usage(&fs);
@@ -136,8 +175,8 @@ async fn fill(entries: Vec<VfsEntry>) -> Result<(InMemoryFs, u64, u64), String> 
     Ok((fs, bytes, files))
 }
 
-/// The image's canonical tar: what its id hashes and what a worker is sent.
-pub async fn canonical_tar(fs: &InMemoryFs) -> Result<Vec<u8>, String> {
+/// The canonical tar of a filesystem: what an image's id hashes.
+async fn canonical_tar(fs: &InMemoryFs) -> Result<Vec<u8>, String> {
     let options = tar_io::WriteOptions {
         skip: &[],
         mtimes: false,
@@ -151,7 +190,7 @@ fn hex(bytes: &[u8]) -> String {
 
 /// A worker's `{:load_image, id, tar}`: build and pin it. Refuses bytes
 /// whose hash is not `id` (the VM sends the canonical tar, whose hash is
-/// the id).
+/// the id). The tar becomes the image's storage: nothing is copied.
 pub fn load_pinned(id: &str, tar: Vec<u8>) -> Result<(), String> {
     if PINNED.lock().contains_key(id) {
         return Ok(());
@@ -162,13 +201,8 @@ pub fn load_pinned(id: &str, tar: Vec<u8>) -> Result<(), String> {
             if hex(Sha256::digest(&tar).as_slice()) != id {
                 return Err(format!("image {id} arrived with other content"));
             }
-            let entries = tar_io::parse(&tar, &limits())?;
-            // The archive is not needed once parsed: free it before the
-            // filesystem is filled, so that the load holds the content
-            // twice at most, not three times.
-            drop(tar);
-            let image = runtime::block_on(build_as(entries, Some(id)));
-            // The archive's transient copies were freed: give them back.
+            let image = runtime::block_on(from_canonical(tar, id));
+            // The load's transient allocations (the index): give them back.
             crate::allocator::give_back();
             image?
         }
@@ -280,6 +314,5 @@ fn image_tar<'a>(
     env: rustler::Env<'a>,
     handle: ResourceArc<ImageResource>,
 ) -> NifResult<rustler::Term<'a>> {
-    let bytes = runtime::block_on(canonical_tar(&handle.image.fs))?;
-    Ok(crate::value::binary_term(env, &bytes))
+    Ok(crate::value::binary_term(env, &handle.image.tar))
 }

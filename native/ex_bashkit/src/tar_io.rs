@@ -24,6 +24,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
@@ -36,9 +37,29 @@ const VIRTUAL_TREES: &[&str] = &["dev", "proc"];
 #[derive(Debug, Clone)]
 enum Member {
     Dir(u32),
-    File(Vec<u8>, u32),
+    File(Content, u32),
     Symlink(String),
 }
+
+/// A regular member's content: read out, or where it lies in the archive
+/// (`parse_in_place`).
+#[derive(Debug, Clone)]
+enum Content {
+    Read(Vec<u8>),
+    InArchive(Range<usize>),
+}
+
+impl Content {
+    fn len(&self) -> u64 {
+        match self {
+            Content::Read(bytes) => bytes.len() as u64,
+            Content::InArchive(range) => range.len() as u64,
+        }
+    }
+}
+
+/// Where each regular file's content lies in an archive (`parse_in_place`).
+pub type ContentRanges = BTreeMap<PathBuf, Range<usize>>;
 
 /// A counting reader, so that an archive cut short by the size cap is told
 /// apart from a corrupt one.
@@ -76,6 +97,31 @@ fn byte_cap(limits: &FsLimits) -> u64 {
 /// Validate `bytes` (a tar, or a gzipped tar) into filesystem entries, with
 /// implicit parent directories added.
 pub fn parse(bytes: &[u8], limits: &FsLimits) -> Result<Vec<VfsEntry>, String> {
+    let members = members_of(bytes, limits, false)?;
+    to_entries(members, limits).map(|(entries, _)| entries)
+}
+
+/// `parse` for an uncompressed tar whose bytes are kept (an image's
+/// canonical tar): regular files come out empty, and where their content
+/// lies in `bytes` comes beside them, so that nothing is copied.
+pub fn parse_in_place(
+    bytes: &[u8],
+    limits: &FsLimits,
+) -> Result<(Vec<VfsEntry>, ContentRanges), String> {
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        return Err("invalid tar archive: compressed, where an uncompressed one is needed".into());
+    }
+    let members = members_of(bytes, limits, true)?;
+    to_entries(members, limits)
+}
+
+/// The validated members of `bytes` (a tar, or a gzipped tar unless
+/// `in_place`).
+fn members_of(
+    bytes: &[u8],
+    limits: &FsLimits,
+    in_place: bool,
+) -> Result<BTreeMap<String, Member>, String> {
     let cap = byte_cap(limits);
     let gzipped = bytes.starts_with(&[0x1f, 0x8b]);
     let reader: Box<dyn Read + '_> = if gzipped {
@@ -88,19 +134,22 @@ pub fn parse(bytes: &[u8], limits: &FsLimits) -> Result<Vec<VfsEntry>, String> {
         left: cap,
     };
     let (members, seen_any) =
-        read_members(reader, limits).map_err(|e| format!("invalid tar archive: {e}"))?;
+        read_members(reader, limits, in_place).map_err(|e| format!("invalid tar archive: {e}"))?;
     // `tar` takes a short read at the start for the end of an empty
     // archive; an empty archive is zero blocks, anything else is garbage.
     if !seen_any && !gzipped && bytes.iter().any(|b| *b != 0) {
         return Err("invalid tar archive: no tar header found".into());
     }
-    to_entries(members, limits)
+    Ok(members)
 }
 
 /// The members by absolute path, and whether the archive had any entry.
+/// With `in_place`, a regular member's content is not read but located
+/// (the reader must then be the archive's own uncompressed bytes).
 fn read_members(
     reader: impl Read,
     limits: &FsLimits,
+    in_place: bool,
 ) -> Result<(BTreeMap<String, Member>, bool), String> {
     let mut archive = tar::Archive::new(reader);
     let mut members: BTreeMap<String, Member> = BTreeMap::new();
@@ -143,10 +192,17 @@ fn read_members(
                         limits.max_total_bytes
                     ));
                 }
-                let mut content = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-                entry
-                    .read_to_end(&mut content)
-                    .map_err(|e| format!("member {path}: {e}"))?;
+                let content = if in_place {
+                    let start = usize::try_from(entry.raw_file_position()).unwrap_or(usize::MAX);
+                    let len = usize::try_from(size).unwrap_or(usize::MAX);
+                    Content::InArchive(start..start.saturating_add(len))
+                } else {
+                    let mut content = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+                    entry
+                        .read_to_end(&mut content)
+                        .map_err(|e| format!("member {path}: {e}"))?;
+                    Content::Read(content)
+                };
                 Member::File(content, mode)
             }
             tar::EntryType::Symlink => {
@@ -160,7 +216,7 @@ fn read_members(
                     .ok_or_else(|| format!("hard link {path} names the archive's root"))?;
                 match members.get(&target) {
                     Some(Member::File(content, _)) => {
-                        total = total.saturating_add(content.len() as u64);
+                        total = total.saturating_add(content.len());
                         Member::File(content.clone(), mode)
                     }
                     _ => {
@@ -171,7 +227,7 @@ fn read_members(
                     }
                 }
             }
-            tar::EntryType::Fifo => Member::File(Vec::new(), mode),
+            tar::EntryType::Fifo => Member::File(Content::Read(Vec::new()), mode),
             tar::EntryType::XGlobalHeader | tar::EntryType::XHeader => continue,
             other => {
                 return Err(format!(
@@ -251,10 +307,12 @@ fn check_symlink(path: &str, target: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The entries (parents first), and where the content of each member read
+/// in place lies.
 fn to_entries(
     members: BTreeMap<String, Member>,
     limits: &FsLimits,
-) -> Result<Vec<VfsEntry>, String> {
+) -> Result<(Vec<VfsEntry>, ContentRanges), String> {
     let mut dirs: BTreeMap<String, u32> = BTreeMap::new();
     let mut files = 0u64;
     for (path, member) in &members {
@@ -307,10 +365,20 @@ fn to_entries(
             mode,
         })
         .collect();
+    let mut ranges = ContentRanges::new();
     for (path, member) in members {
         let (kind, mode) = match member {
             Member::Dir(_) => continue,
-            Member::File(content, mode) => (VfsEntryKind::File { content }, mode),
+            Member::File(Content::Read(content), mode) => (VfsEntryKind::File { content }, mode),
+            Member::File(Content::InArchive(range), mode) => {
+                ranges.insert(PathBuf::from(&path), range);
+                (
+                    VfsEntryKind::File {
+                        content: Vec::new(),
+                    },
+                    mode,
+                )
+            }
             Member::Symlink(target) => (
                 VfsEntryKind::Symlink {
                     target: PathBuf::from(target),
@@ -324,7 +392,7 @@ fn to_entries(
             mode,
         });
     }
-    Ok(out)
+    Ok((out, ranges))
 }
 
 /// Lay `entries` over what `fs` holds now (same path: the entry wins) and

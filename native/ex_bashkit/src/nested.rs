@@ -145,11 +145,13 @@ impl Nested {
 /// filesystem errors made its own.
 pub struct Contained {
     name: &'static str,
-    nested: Nested,
+    /// Shared by all of a session's contained commands (one copy of the
+    /// limits and names per session, not one per command).
+    nested: Arc<Nested>,
 }
 
 impl Contained {
-    pub fn new(name: &'static str, nested: Nested) -> Self {
+    pub fn new(name: &'static str, nested: Arc<Nested>) -> Self {
         Self { name, nested }
     }
 }

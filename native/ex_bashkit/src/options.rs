@@ -326,15 +326,15 @@ pub fn build_bash_on(
     }
     // bashkit's commands whose filesystem errors would end the exec, and
     // `help` under a policy, run in a nested interpreter (`nested.rs`).
-    let nested = crate::nested::Nested::new(
+    let nested = Arc::new(crate::nested::Nested::new(
         execution_limits(&config.limits),
         &config.username,
         &config.hostname,
         interrupt,
-    );
+    ));
     for name in crate::nested::CONTAINED {
         if permits.permits(name) {
-            let contained = crate::nested::Contained::new(name, nested.clone());
+            let contained = crate::nested::Contained::new(name, Arc::clone(&nested));
             builder = builder.builtin(*name, Box::new(contained));
         }
     }

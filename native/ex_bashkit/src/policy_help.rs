@@ -17,6 +17,8 @@
 //! Registered only when the session has a policy: without one, bashkit's
 //! `help` is already right.
 
+use std::sync::Arc;
+
 use bashkit::{Builtin, BuiltinContext, ExecResult};
 
 use crate::nested::Nested;
@@ -29,11 +31,11 @@ const NO_SUCH_TOPIC: &str = "\u{1}ex_bashkit-no-such-topic\u{1}";
 /// `help` that knows the policy.
 pub struct PolicyHelp {
     permits: Permits,
-    nested: Nested,
+    nested: Arc<Nested>,
 }
 
 impl PolicyHelp {
-    pub fn new(permits: Permits, nested: Nested) -> Self {
+    pub fn new(permits: Permits, nested: Arc<Nested>) -> Self {
         Self { permits, nested }
     }
 }

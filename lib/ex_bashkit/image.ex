@@ -32,6 +32,11 @@ defmodule ExBashkit.Image do
   the image lives while this struct is referenced (it holds a NIF resource,
   freed by garbage collection) or any in-node session over it is alive;
   sessions keep their image, so dropping the struct early is safe.
+
+  Inside each place, the image is its canonical tar: files' contents stay in
+  that one buffer, and a file is copied out the first time any session over
+  the image reads it (once, shared by all of them). An image whose every file
+  is read so holds up to twice its content.
   """
 
   alias ExBashkit.{Native, Session}

@@ -130,12 +130,14 @@ pub fn note_script_start() {
 /// 10 ms budget-check interval around each output step), and tokio wakes
 /// its parked timer driver (an eventfd write, then lock hand-offs with the
 /// woken runner) whenever a new timer is due before the driver's next
-/// wake-up. For a script polled inline on a dirty scheduler that was three
-/// cross-thread wake-ups per `echo hi` (`strace`, `perf` on
-/// `sys_enter_write`). With this timer pending, every later deadline is
-/// filed without waking anyone. It costs one runner wake-up per tick while
-/// scripts run; after a second without one it rests, and the next script's
-/// start wakes it (one wake-up).
+/// wake-up, which with no other timer pending is every time. For a script
+/// polled inline on a dirty scheduler that was two to three cross-thread
+/// wake-ups per `echo hi` (`strace`, `perf` on `sys_enter_write`). With
+/// this timer pending, every later deadline is filed without waking anyone;
+/// what remains is the budget interval's first tick, which is due at once
+/// (one wake-up per exec; bench/analysis.md). It costs one runner wake-up
+/// per tick while scripts run; after a second without one it rests, and
+/// the next script's start wakes it.
 async fn anchor_timers() {
     loop {
         let mut seen = SCRIPT_STARTS.load(Ordering::Relaxed);

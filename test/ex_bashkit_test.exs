@@ -47,13 +47,25 @@ defmodule ExBashkitTest do
 
     assert results == Enum.map(1..50, &"#{&1}\n")
   end
+end
+
+defmodule ExBashkit.CallerDeathTest do
+  # Synchronous: it counts the node's running scripts, which concurrent
+  # tests' scripts would otherwise move under it.
+  use ExUnit.Case, async: false
 
   test "a caller that dies cancels its script" do
-    before = ExBashkit.Backend.running_scripts()
+    # Scripts that earlier tests cancelled may still be winding down.
+    ExBashkit.Test.Health.wait_until(
+      fn -> ExBashkit.Backend.running_scripts() == 0 end,
+      30_000,
+      "earlier tests' scripts to end"
+    )
+
     {pid, ref} = spawn_monitor(fn -> ExBashkit.exec("sleep 60") end)
 
     ExBashkit.Test.Health.wait_until(
-      fn -> ExBashkit.Backend.running_scripts() > before end,
+      fn -> ExBashkit.Backend.running_scripts() > 0 end,
       10_000,
       "the script to start"
     )
@@ -62,7 +74,7 @@ defmodule ExBashkitTest do
     assert_receive {:DOWN, ^ref, :process, ^pid, :killed}
 
     ExBashkit.Test.Health.wait_until(
-      fn -> ExBashkit.Backend.running_scripts() <= before end,
+      fn -> ExBashkit.Backend.running_scripts() == 0 end,
       10_000,
       "the script to be cancelled"
     )

@@ -20,10 +20,11 @@ defmodule ExBashkit.Native do
   end
 
   # Interpreter thread settings from `config :ex_bashkit, ...`, read once.
+  # The NIF checks each range (`runtime.rs`); `runner_nice: 0` is valid.
   defp runtime_config do
     for key <- [:worker_threads, :max_script_threads, :stack_size, :runner_nice],
         value = Application.get_env(:ex_bashkit, key),
-        is_integer(value) and value > 0,
+        is_integer(value) and value >= 0,
         do: {key, value}
   end
 

@@ -19,9 +19,11 @@ defmodule ExBashkit.Test.PeerNode do
   @type t :: %{pid: pid(), node: node() | nil}
 
   @doc false
-  @spec start() :: t()
-  def start do
-    args = Enum.flat_map(:code.get_path(), fn dir -> [~c"-pa", dir] end)
+  # `extra_args`: more command-line arguments for the peer's VM (charlists),
+  # e.g. `[~c"-ex_bashkit", ~c"runner_nice", ~c"0"]` for its app env.
+  @spec start([charlist()]) :: t()
+  def start(extra_args \\ []) do
+    args = Enum.flat_map(:code.get_path(), fn dir -> [~c"-pa", dir] end) ++ extra_args
 
     if ensure_distributed() do
       {:ok, pid, node} =
@@ -89,5 +91,31 @@ defmodule ExBashkit.Test.PeerNode do
            do: Session.exec(session, script)
 
     {result, System.pid()}
+  end
+
+  @doc false
+  # Start the node's runner threads (an in-node script that waits parks on
+  # them), then the nice value of each (Linux `/proc`), and the VM's own.
+  def runner_nices do
+    # Loading the app applies the `-ex_bashkit key value` arguments, before
+    # the NIF loads and reads them.
+    {:ok, _} = Application.ensure_all_started(:ex_bashkit)
+    session = Session.new(isolation: :in_node)
+    {:ok, _} = Session.exec(session, "sleep 0.05")
+    tasks = Path.wildcard("/proc/self/task/*")
+
+    runners =
+      for task <- tasks, File.read!(Path.join(task, "comm")) == "ex_bashkit\n" do
+        nice(Path.join(task, "stat"))
+      end
+
+    {runners, nice("/proc/self/stat")}
+  end
+
+  # The 19th field of a `stat` file; fields are counted after the command
+  # name, which is in parentheses and may hold spaces.
+  defp nice(stat_path) do
+    [_, fields] = stat_path |> File.read!() |> String.split(") ", parts: 2)
+    fields |> String.split(" ") |> Enum.at(19 - 3) |> String.to_integer()
   end
 end

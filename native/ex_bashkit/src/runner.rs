@@ -23,9 +23,9 @@
 //!   yields every 64 commands, which is where the slice is checked.
 //!
 //! A parked future becomes a task of the runner pool: the runtime's worker
-//! threads, one per core, big stacks, at the lowest CPU priority
-//! (`SCHED_IDLE` on Linux, see `runtime.rs`) so the VM's schedulers always
-//! win the CPU. Since scripts yield every 64 commands, a few runner threads
+//! threads, one per core, big stacks, at the lowest nice value (19 by
+//! default, `runner_nice`; see `runtime.rs`) so the VM's schedulers win the
+//! CPU. Since scripts yield every 64 commands, a few runner threads
 //! share the CPU fairly between any number of long scripts, and a waiting
 //! script holds no thread at all. The task answers through its `ReplyTo` as
 //! before.

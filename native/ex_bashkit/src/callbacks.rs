@@ -137,11 +137,15 @@ impl CallbackChannel {
 
     /// Ask Elixir to handle `request`; wait for the answer or an interrupt.
     pub async fn call(&self, request: &dyn Request) -> Result<Answer, CallError> {
-        // A script polled on its submitting thread moves to a runner first:
-        // a back-call is neither sent from nor waited for on that thread.
-        crate::runner::leave_inline().await;
-        if on_beam_thread() {
-            return Err(CallError::NoTarget);
+        // A script polled inline by an exec NIF sends its back-call from
+        // there, with the NIF's env, and parks while Elixir answers (nothing
+        // wakes it before the answer). Anywhere else it moves to a runner
+        // first: a BEAM thread without that env can send nothing.
+        if !crate::runner::sends_from_nif() {
+            crate::runner::leave_inline().await;
+            if on_beam_thread() {
+                return Err(CallError::NoTarget);
+            }
         }
         let caller = self.target.lock().clone().ok_or(CallError::NoTarget)?;
         let call_id = NEXT_CALL.fetch_add(1, Ordering::Relaxed);

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use rustler::env::{OwnedEnv, SavedTerm};
-use rustler::{Encoder, LocalPid, Term};
+use rustler::{Encoder, Env, LocalPid, Term};
 
 use crate::etf;
 use crate::value::Value;
@@ -62,8 +62,9 @@ impl Caller {
     }
 
     /// Send `{tag, ref, payload}`. Returns whether it could be delivered.
-    /// In the node it must run on a non-BEAM thread (interpreter threads
-    /// always are).
+    /// In the node it runs on an interpreter thread, or on the BEAM thread
+    /// of an exec NIF polling its script inline (a back-call, sent with that
+    /// NIF's env: `runner::with_inline_env`).
     pub fn send(&self, tag: &'static str, payload: &dyn Payload) -> bool {
         match self {
             Caller::Process {
@@ -71,19 +72,18 @@ impl Caller {
                 ref_env,
                 reference,
             } => {
-                if crate::runtime::on_beam_thread() {
-                    // Never happens by construction; refusing beats the
-                    // panic `enif_send` would cause here.
-                    return false;
-                }
                 let value = payload.to_value();
-                let mut msg_env = OwnedEnv::new();
-                msg_env
-                    .send_and_clear(pid, |env| {
-                        let reference = ref_env.run(|r| reference.load(r).in_env(env));
-                        let tag = Value::atom(tag).to_term(env);
-                        (tag, reference, value.to_term(env)).encode(env)
+                if crate::runtime::on_beam_thread() {
+                    // Without the NIF's env, refusing beats the panic
+                    // `enif_send` would cause here.
+                    return crate::runner::with_inline_env(|env| {
+                        let message = message(env, tag, ref_env, reference, &value);
+                        env.send(pid, message).is_ok()
                     })
+                    .unwrap_or(false);
+                }
+                OwnedEnv::new()
+                    .send_and_clear(pid, |env| message(env, tag, ref_env, reference, &value))
                     .is_ok()
             }
             Caller::Port { id, frames } => {
@@ -92,6 +92,19 @@ impl Caller {
             }
         }
     }
+}
+
+/// `{tag, ref, payload}` built in `env`.
+fn message<'e>(
+    env: Env<'e>,
+    tag: &'static str,
+    ref_env: &OwnedEnv,
+    reference: &SavedTerm,
+    payload: &Value,
+) -> Term<'e> {
+    let reference = ref_env.run(|r| reference.load(r).in_env(env));
+    let tag = Value::atom(tag).to_term(env);
+    (tag, reference, payload.to_term(env)).encode(env)
 }
 
 /// The worker's stdout, where every frame to the VM goes: written by the

@@ -17,8 +17,11 @@
 //! - it waits for something (a back-call, `sleep`, the network, another
 //!   exec holding the session): nothing woke it during its poll, so there is
 //!   nothing to do until something does, and no thread must wait for it;
-//! - it asks to ([`leave_inline`]): a back-call must not be sent from, nor
-//!   waited for on, a BEAM thread;
+//! - it asks to ([`leave_inline`]): a back-call must not be waited for on
+//!   a BEAM thread. Under an exec NIF ([`with_nif_env`]) the back-call is
+//!   first sent from right here, with that NIF's env, and the script parks
+//!   while Elixir answers: the caller reads it as soon as the NIF returns,
+//!   without waiting for a runner to wake up and send it;
 //! - it has used its slice. bashkit's live execution (`Bash::execute`)
 //!   yields every 64 commands, which is where the slice is checked.
 //!
@@ -43,6 +46,8 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use corosensei::stack::DefaultStack;
+use rustler::sys::ErlNifEnv;
+use rustler::Env;
 
 use crate::reply::ReplyTo;
 
@@ -66,6 +71,46 @@ thread_local! {
     static INLINE: Cell<bool> = const { Cell::new(false) };
     /// Set by [`leave_inline`]: park the future after this poll.
     static PARK: Cell<bool> = const { Cell::new(false) };
+    /// The env of the exec NIF running on this thread ([`with_nif_env`]).
+    static NIF_ENV: Cell<*mut ErlNifEnv> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+/// Run `f`, an exec NIF's body, with `env` known as that NIF's env: a
+/// script it polls inline sends its back-calls with it ([`with_inline_env`]).
+pub fn with_nif_env<R>(env: Env<'_>, f: impl FnOnce() -> R) -> R {
+    let previous = NIF_ENV.with(|e| e.replace(env.as_c_arg()));
+    let _restore = RestoreNifEnv(previous);
+    f()
+}
+
+/// Puts back the env [`with_nif_env`] replaced, however `f` ends.
+struct RestoreNifEnv(*mut ErlNifEnv);
+
+impl Drop for RestoreNifEnv {
+    fn drop(&mut self) {
+        NIF_ENV.with(|e| e.set(self.0));
+    }
+}
+
+/// Whether this thread polls a script inline under an exec NIF, whose env
+/// can send its messages ([`with_inline_env`]).
+pub fn sends_from_nif() -> bool {
+    INLINE.with(Cell::get) && !NIF_ENV.with(Cell::get).is_null()
+}
+
+/// Call `f` with the env of the exec NIF that polls a script inline on
+/// this thread, if one does: on a BEAM thread, that is the only env a
+/// message may be sent with (`enif_send`).
+pub fn with_inline_env<R>(f: impl FnOnce(Env<'_>) -> R) -> Option<R> {
+    if !sends_from_nif() {
+        return None;
+    }
+    let marker = ();
+    // SAFETY: the pointer is the env of the NIF call that is running on
+    // this thread (set by `with_nif_env` for exactly that call's duration,
+    // and it is still on the stack below us); the `Env` does not escape `f`.
+    let env = unsafe { Env::new(&marker, NIF_ENV.with(Cell::get)) };
+    Some(f(env))
 }
 
 /// A waker that only records that it was woken (the inline loop polls again

@@ -25,6 +25,7 @@ use crate::lifecycle::{Op, OpCallOptions};
 use crate::options::{self, SessionConfig};
 use crate::outcome::{ExecOutcome, Metrics, Partial, SharedPartial};
 use crate::reply::{Caller, Payload, ReplyTo, SharedCaller};
+use crate::runner;
 use crate::value::{Bytes, FromValue, Value};
 use crate::watchdog::{self, ExecTicket};
 use crate::{from_map, guard, runtime, warm};
@@ -741,13 +742,12 @@ fn session_exec<'a>(
     let before_park = || watch(env, &handle, &pid, id);
     let reply = ReplyTo::new(Caller::process(pid, reference));
     let session = Arc::clone(&handle.session);
-    Ok(
-        match exec(session, id, script, call, reply, Some(on_end), before_park) {
-            Some(outcome) => Value::tuple([Value::atom("done"), id.into(), outcome.to_value()]),
-            None => Value::tuple([Value::atom("ok"), id.into()]),
-        }
-        .to_term(env),
-    )
+    let run = || exec(session, id, script, call, reply, Some(on_end), before_park);
+    Ok(match runner::with_nif_env(env, run) {
+        Some(outcome) => Value::tuple([Value::atom("done"), id.into(), outcome.to_value()]),
+        None => Value::tuple([Value::atom("ok"), id.into()]),
+    }
+    .to_term(env))
 }
 
 /// A one-shot exec (`ExBashkit.exec/1`) as the node tracks it: whose caller
@@ -792,15 +792,18 @@ fn exec_once<'a>(
     });
     let before_park = || *monitor.lock() = watched.monitor(Some(env), &pid);
     let reply = ReplyTo::new(Caller::process(pid, reference));
-    Ok(match exec_once_job(
-        config,
-        key,
-        script,
-        ticket,
-        reply,
-        Some(on_end),
-        before_park,
-    ) {
+    let run = || {
+        exec_once_job(
+            config,
+            key,
+            script,
+            ticket,
+            reply,
+            Some(on_end),
+            before_park,
+        )
+    };
+    Ok(match runner::with_nif_env(env, run) {
         Some(outcome) => Value::tuple([Value::atom("done"), outcome.to_value()]),
         None => Value::atom("ok"),
     }

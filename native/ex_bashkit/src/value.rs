@@ -33,6 +33,9 @@ thread_local! {
 }
 
 /// The atom `name`: from the cache when `name` is a literal of this library.
+// It takes the `Cow` itself: which variant it is (a `'static` literal or
+// not) is what decides.
+#[allow(clippy::ptr_arg)]
 fn cached_atom(env: Env<'_>, name: &Cow<'static, str>) -> rustler::NifResult<rustler::Atom> {
     match name {
         Cow::Borrowed(text) => {

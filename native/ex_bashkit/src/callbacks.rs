@@ -241,8 +241,11 @@ pub fn decode_answer(value: &Value) -> Option<Answer> {
 
 /// Answer back-call `call_id` with a term Elixir already normalized (see
 /// `decode_answer`). `true` if someone was still waiting.
-#[rustler::nif]
-fn callback_reply(call_id: u64, answer: rustler::Term) -> bool {
+///
+/// A dirty CPU NIF: a script parked on this back-call (`runner.rs`) goes on
+/// right here, for up to its slice, instead of waking a runner thread.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn callback_reply(env: rustler::Env, call_id: u64, answer: rustler::Term) -> bool {
     let answer = Value::from_term(answer)
         .ok()
         .as_ref()
@@ -250,7 +253,7 @@ fn callback_reply(call_id: u64, answer: rustler::Term) -> bool {
         .unwrap_or_else(|| {
             Answer::Failed("malformed answer from the builtin or virtual_fs handler".into())
         });
-    reply(call_id, answer)
+    crate::runner::answer_and_resume(env, || reply(call_id, answer))
 }
 
 #[cfg(test)]

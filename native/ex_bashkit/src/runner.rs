@@ -40,12 +40,12 @@
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use corosensei::stack::DefaultStack;
+use parking_lot::Mutex;
 use rustler::sys::ErlNifEnv;
 use rustler::Env;
 
@@ -71,6 +71,9 @@ thread_local! {
     static INLINE: Cell<bool> = const { Cell::new(false) };
     /// Set by [`leave_inline`]: park the future after this poll.
     static PARK: Cell<bool> = const { Cell::new(false) };
+    /// Set while `callback_reply` hands over an answer: the parked scripts
+    /// it wakes, to resume on this thread ([`answer_and_resume`]).
+    static ANSWERED: RefCell<Option<Vec<Job>>> = const { RefCell::new(None) };
     /// The env of the exec NIF running on this thread ([`with_nif_env`]).
     static NIF_ENV: Cell<*mut ErlNifEnv> = const { Cell::new(std::ptr::null_mut()) };
 }
@@ -98,31 +101,144 @@ pub fn sends_from_nif() -> bool {
     INLINE.with(Cell::get) && !NIF_ENV.with(Cell::get).is_null()
 }
 
-/// Call `f` with the env of the exec NIF that polls a script inline on
-/// this thread, if one does: on a BEAM thread, that is the only env a
-/// message may be sent with (`enif_send`).
+/// Call `f` with the env of the NIF that polls a script inline on this
+/// thread, if one does: on a BEAM thread, that is the only env a message
+/// may be sent with (`enif_send`).
 pub fn with_inline_env<R>(f: impl FnOnce(Env<'_>) -> R) -> Option<R> {
+    with_caller_env(|env| env.map(f))
+}
+
+/// Call `f` with the env a call into the VM needs on this thread: the
+/// inline NIF's on a BEAM thread, none on an interpreter thread (rustler's
+/// resource monitors panic on either mistake).
+pub fn with_caller_env<R>(f: impl FnOnce(Option<Env<'_>>) -> R) -> R {
     if !sends_from_nif() {
-        return None;
+        return f(None);
     }
     let marker = ();
     // SAFETY: the pointer is the env of the NIF call that is running on
     // this thread (set by `with_nif_env` for exactly that call's duration,
     // and it is still on the stack below us); the `Env` does not escape `f`.
     let env = unsafe { Env::new(&marker, NIF_ENV.with(Cell::get)) };
-    Some(f(env))
+    f(Some(env))
 }
 
-/// A waker that only records that it was woken (the inline loop polls again
-/// at once when the future woke itself, i.e. yielded).
-struct Flag(AtomicBool);
+/// A script's job once it has left the inline path: its output goes to
+/// `finish` and its answer to its `ReplyTo`.
+type Job = BoxFuture<()>;
 
-impl Wake for Flag {
-    fn wake(self: Arc<Self>) {
-        self.0.store(true, Ordering::Release);
+/// The waker of a script polled inline, and the place where it waits when
+/// nothing woke it during its poll: a waiting script holds no thread and no
+/// runner task.
+///
+/// While the script is polled, a wake only marks it woken (the poll loop
+/// polls again). Once it is parked, the first wake takes it out: into the
+/// `callback_reply` NIF that answered its back-call, which resumes it on
+/// its own dirty scheduler ([`answer_and_resume`]), or else onto the runner
+/// pool. That spares a back-call's answer a runner's wake-up, and the
+/// script's reply then goes out from that NIF too.
+struct Parking {
+    state: Mutex<Parked>,
+}
+
+enum Parked {
+    /// Being polled; nothing woke it yet.
+    Polling,
+    /// Woken while being polled (or before it could be parked).
+    Woken,
+    /// Waiting for its first wake.
+    Waiting(Job),
+    /// Handed on; later wakes are for whoever polls it now.
+    Gone,
+}
+
+impl Parking {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(Parked::Polling),
+        })
     }
+
+    /// A poll starts: wakes from now on count for it.
+    fn polling(&self) {
+        *self.state.lock() = Parked::Polling;
+    }
+
+    fn was_woken(&self) -> bool {
+        matches!(*self.state.lock(), Parked::Woken)
+    }
+
+    /// Leave `job` here until its first wake; if that already came (between
+    /// the last poll and now), hand it on at once.
+    fn park(&self, job: Job) {
+        let mut state = self.state.lock();
+        match *state {
+            Parked::Polling => *state = Parked::Waiting(job),
+            _ => {
+                *state = Parked::Gone;
+                drop(state);
+                hand_on(job);
+            }
+        }
+    }
+}
+
+impl Wake for Parking {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
     fn wake_by_ref(self: &Arc<Self>) {
-        self.0.store(true, Ordering::Release);
+        let mut state = self.state.lock();
+        match std::mem::replace(&mut *state, Parked::Gone) {
+            Parked::Polling => *state = Parked::Woken,
+            Parked::Waiting(job) => {
+                drop(state);
+                hand_on(job);
+            }
+            other => *state = other,
+        }
+    }
+}
+
+/// A woken job goes on: in the `callback_reply` NIF answering on this
+/// thread, if that is where it was woken, else on the runner pool.
+fn hand_on(job: Job) {
+    let job = ANSWERED.with(|answered| match answered.borrow_mut().as_mut() {
+        Some(resume_here) => {
+            resume_here.push(job);
+            None
+        }
+        None => Some(job),
+    });
+    if let Some(job) = job {
+        crate::runtime::spawn(job);
+    }
+}
+
+/// Run `answer` (the `callback_reply` NIF handing Elixir's answer to its
+/// back-call), then resume here, inline, every parked script it woke.
+/// `env` is that NIF's: the scripts' messages go out with it.
+pub fn answer_and_resume<R>(env: Env<'_>, answer: impl FnOnce() -> R) -> R {
+    let previous = ANSWERED.with(|a| a.replace(Some(Vec::new())));
+    let answered = answer();
+    let woken = ANSWERED.with(|a| a.replace(previous)).unwrap_or_default();
+    with_nif_env(env, || {
+        for job in woken {
+            run_job_inline(job);
+        }
+    });
+    answered
+}
+
+/// Poll a woken job inline; park it again or move it to the runners as
+/// [`drive`] does.
+fn run_job_inline(mut job: Job) {
+    let parking = Parking::new();
+    match poll_inline(&mut job, &parking) {
+        Polled::Done(()) => {}
+        Polled::Waiting => parking.park(job),
+        Polled::Yielded => crate::runtime::spawn(job),
     }
 }
 
@@ -149,10 +265,11 @@ fn is_inline() -> bool {
 }
 
 /// Drive `work`: inline first when `inline` is true, and if it does not
-/// complete there, run `before_park` on this thread and hand the future to
-/// the runner pool, where `finish` gets its output and `reply`. Returns the
-/// output when it completed inline (`reply` is then dismissed: the caller
-/// answers its own way).
+/// complete there, run `before_park` on this thread and leave it parked
+/// (it waits for something) or hand it to the runner pool (it has more to
+/// do), where `finish` gets its output and `reply`. Returns the output when
+/// it completed inline (`reply` is then dismissed: the caller answers its
+/// own way).
 pub fn drive<T: Send + 'static>(
     mut work: BoxFuture<T>,
     inline: bool,
@@ -161,36 +278,57 @@ pub fn drive<T: Send + 'static>(
     finish: impl FnOnce(T, ReplyTo) + Send + 'static,
 ) -> Option<T> {
     crate::runtime::note_script_start();
-    if inline {
-        if let Some(output) = poll_inline(&mut work) {
-            reply.dismiss();
-            return Some(output);
-        }
+    let parking = Parking::new();
+    let polled = match inline {
+        true => poll_inline(&mut work, &parking),
+        false => Polled::Yielded,
+    };
+    if let Polled::Done(output) = polled {
+        reply.dismiss();
+        return Some(output);
     }
     before_park();
-    crate::runtime::spawn_script(async move { finish(work.await, reply) });
+    let running = crate::runtime::ScriptCount::start();
+    let job: Job = Box::pin(async move {
+        let _running = running;
+        finish(work.await, reply)
+    });
+    match polled {
+        Polled::Waiting => parking.park(job),
+        _ => crate::runtime::spawn(job),
+    }
     None
 }
 
-/// Poll `work` on this thread's big stack until it completes, waits, asks
-/// to leave, or its slice is over.
-fn poll_inline<T>(work: &mut BoxFuture<T>) -> Option<T> {
+/// How an inline poll ended.
+enum Polled<T> {
+    Done(T),
+    /// Nothing woke it: it waits for something.
+    Waiting,
+    /// It has more to do: its slice is over, or it asked to leave.
+    Yielded,
+}
+
+/// Poll `work` on this thread's big stack, with `parking` as its waker,
+/// until it completes, waits, asks to leave, or its slice is over.
+fn poll_inline<T>(work: &mut BoxFuture<T>, parking: &Arc<Parking>) -> Polled<T> {
     let _context = crate::runtime::runtime().enter();
     with_big_stack(|| {
-        let flag = Arc::new(Flag(AtomicBool::new(false)));
-        let waker = Waker::from(Arc::clone(&flag));
+        let waker = Waker::from(Arc::clone(parking));
         let mut cx = Context::from_waker(&waker);
         let started = Instant::now();
         INLINE.with(|i| i.set(true));
         let _reset = Reset;
         loop {
-            flag.0.store(false, Ordering::Relaxed);
+            parking.polling();
             if let Poll::Ready(output) = work.as_mut().poll(&mut cx) {
-                return Some(output);
+                return Polled::Done(output);
             }
-            let park = PARK.with(|p| p.replace(false));
-            if park || !flag.0.load(Ordering::Acquire) || started.elapsed() >= SLICE {
-                return None;
+            if PARK.with(|p| p.replace(false)) || started.elapsed() >= SLICE {
+                return Polled::Yielded;
+            }
+            if !parking.was_woken() {
+                return Polled::Waiting;
             }
         }
     })

@@ -175,18 +175,35 @@ pub fn running_scripts() -> u64 {
     RUNNING.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// Run a script's `future` on the runner pool, detached (`runner.rs`
-/// calls it for scripts that did not complete inline).
+/// One script counted in [`running_scripts`] from `start` until dropped:
+/// a script that left the inline path is counted whether it runs, waits
+/// for a thread, or waits parked (`runner.rs`).
+pub struct ScriptCount(());
+
+impl ScriptCount {
+    pub fn start() -> Self {
+        RUNNING.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        ScriptCount(())
+    }
+}
+
+impl Drop for ScriptCount {
+    fn drop(&mut self) {
+        RUNNING.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Run a script-like `future` (a search) on the runner pool, detached,
+/// counted in [`running_scripts`] until it ends.
 pub fn spawn_script<F>(future: F)
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    use std::sync::atomic::Ordering;
-    RUNNING.fetch_add(1, Ordering::Relaxed);
-    drop(runtime().spawn(async move {
+    let running = ScriptCount::start();
+    spawn(async move {
+        let _running = running;
         future.await;
-        RUNNING.fetch_sub(1, Ordering::Relaxed);
-    }));
+    });
 }
 
 /// Run a job that may compute for long without yielding (a snapshot or a

@@ -686,7 +686,7 @@ fn unwatch_caller(handle: &Handle, id: u64) -> Box<dyn FnOnce() + Send> {
     let owner = handle.clone();
     Box::new(move || {
         if let Some(monitor) = owner.monitors.lock().remove(&id) {
-            owner.demonitor(None, &monitor);
+            runner::with_caller_env(|env| owner.demonitor(env, &monitor));
         }
     })
 }
@@ -787,7 +787,7 @@ fn exec_once<'a>(
     // The job holds the tracker (and so the monitor) until it ends.
     let on_end = Box::new(move || {
         if let Some(monitor) = taken.lock().take() {
-            tracker.demonitor(None, &monitor);
+            runner::with_caller_env(|env| tracker.demonitor(env, &monitor));
         }
     });
     let before_park = || *monitor.lock() = watched.monitor(Some(env), &pid);

@@ -49,9 +49,10 @@ defmodule ExBashkitTest do
   end
 end
 
-defmodule ExBashkit.CallerDeathTest do
-  # Synchronous: it counts the node's running scripts, which concurrent
-  # tests' scripts would otherwise move under it.
+defmodule ExBashkit.OneShotCallerDeathTest do
+  # `ExBashkit.exec/1` whose caller dies. Synchronous: it counts the
+  # node's running scripts, which concurrent tests' scripts would otherwise
+  # move under it.
   use ExUnit.Case, async: false
 
   test "a caller that dies cancels its script" do

@@ -16,26 +16,32 @@
 //! The future leaves the calling thread, still pending, when
 //! - it waits for something (a back-call, `sleep`, the network, another
 //!   exec holding the session): nothing woke it during its poll, so there is
-//!   nothing to do until something does, and no thread must wait for it;
-//! - it asks to ([`leave_inline`]): a back-call must not be waited for on
-//!   a BEAM thread. Under an exec NIF ([`with_nif_env`]) the back-call is
-//!   first sent from right here, with that NIF's env, and the script parks
-//!   while Elixir answers: the caller reads it as soon as the NIF returns,
-//!   without waiting for a runner to wake up and send it;
+//!   nothing to do until something does, and no thread must wait for it.
+//!   A back-call is sent before that, from right here, with the exec NIF's
+//!   env ([`with_nif_env`]): the caller reads it as soon as the NIF returns;
+//! - it asks to ([`leave_inline`]): a back-call off an exec NIF (there is
+//!   no env to send it with);
 //! - it has used its slice. bashkit's live execution (`Bash::execute`)
 //!   yields every 64 commands, which is where the slice is checked.
 //!
-//! A parked future becomes a task of the runner pool: the runtime's worker
-//! threads, one per core, big stacks, at the lowest nice value (19 by
-//! default, `runner_nice`; see `runtime.rs`) so the VM's schedulers win the
-//! CPU. Since scripts yield every 64 commands, a few runner threads
-//! share the CPU fairly between any number of long scripts, and a waiting
-//! script holds no thread at all. The task answers through its `ReplyTo` as
-//! before.
+//! A future that waits stays where it is, in its own waker (`Parking`): it
+//! holds no thread and no runner task. Its first wake takes it out. When
+//! that wake is the answer to its back-call, handed over by the
+//! `callback_reply` NIF, the script goes on inline on that NIF's dirty
+//! scheduler ([`answer_and_resume`]) and its reply goes out from there: an
+//! answered back-call wakes no thread at all. Any other wake (a timer, a
+//! cancel, the session's lock) hands it to the runner pool.
+//!
+//! A future that has more to do becomes a task of the runner pool: the
+//! runtime's worker threads, one per core, big stacks, at the lowest nice
+//! value (19 by default, `runner_nice`; see `runtime.rs`) so the VM's
+//! schedulers win the CPU. Since scripts yield every 64 commands, a few
+//! runner threads share the CPU fairly between any number of long scripts.
+//! The task answers through its `ReplyTo` as before.
 //!
 //! Moving a pending future to another thread is ordinary async Rust: its
-//! state lives in its box, not on the stack it was polled on, and the
-//! runner re-polls it with its own waker at once.
+//! state lives in its box, not on the stack it was polled on, and whoever
+//! polls it next does so with its own waker.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;

@@ -193,6 +193,22 @@ defmodule Bench.Cases do
     end
   end
 
+  # The VM's own floor under the scheduler goals: a dirty CPU call that does
+  # nothing (`:erts_debug.dirty_cpu(:wait, 0)`), from one process (latency,
+  # and CPU per call: the schedulers' busy-waiting) and from 64 at once.
+  # Every in-node exec makes one such call; bench/analysis.md adds these to
+  # raw bashkit's figures to get what no dirty-scheduler design can beat.
+  def run("floor", quick?) do
+    noop = fn -> fn -> :erts_debug.dirty_cpu(:wait, 0) end end
+    calls = if quick?, do: 5_000, else: 200_000
+
+    [
+      sample("vm/dirty_noop", {2_000, 2_000, 200_000, 1_000}, quick?, noop.()),
+      Sampler.isolated(fn -> throughput("vm/dirty_noop.concurrency.1", 1, calls, noop) end),
+      Sampler.isolated(fn -> throughput("vm/dirty_noop.concurrency.64", 64, calls, noop) end)
+    ]
+  end
+
   def run("memory", quick?) do
     count = if quick?, do: 1_000, else: @memory_sessions
     Sampler.isolated(fn -> memory(count) end)
@@ -251,6 +267,16 @@ defmodule Bench.Cases do
   # `n` processes, each with its own session, exec "echo hi" back to back;
   # `total` execs in all. Sessions are built and warmed before the clock.
   defp concurrency(n, total) do
+    throughput("ours/concurrency.#{n}", n, total, fn ->
+      session = Session.new()
+      fn -> {:ok, _} = Session.exec(session, @echo) end
+    end)
+  end
+
+  # `n` processes run `op` back to back, `total` calls in all, each process
+  # with the operation `setup` (run in that process) returns, warmed once
+  # before the clock starts.
+  defp throughput(name, n, total, setup) do
     per = div(total + n - 1, n)
     parent = self()
     go = make_ref()
@@ -258,15 +284,15 @@ defmodule Bench.Cases do
     workers =
       for _ <- 1..n do
         spawn_link(fn ->
-          session = Session.new()
-          {:ok, _} = Session.exec(session, @echo)
+          op = setup.()
+          op.()
           send(parent, {:ready, self()})
           receive do: (^go -> :ok)
 
           lat =
             for _ <- 1..per do
               t0 = System.monotonic_time()
-              {:ok, _} = Session.exec(session, @echo)
+              op.()
               System.monotonic_time() - t0
             end
 
@@ -284,9 +310,7 @@ defmodule Bench.Cases do
     elapsed = System.monotonic_time() - t0
     cpu = cpu_ns() - cpu0
     ns = &System.convert_time_unit(&1, :native, :nanosecond)
-
-    {:throughput, "ours/concurrency.#{n}", n, length(latencies), ns.(elapsed), cpu,
-     Enum.map(latencies, ns)}
+    {:throughput, name, n, length(latencies), ns.(elapsed), cpu, Enum.map(latencies, ns)}
   end
 
   defp cpu_case(name, script, ops) do

@@ -354,4 +354,58 @@ defmodule ExBashkit.CallerDeathTest do
     assert {:ok, %Result{}} = Session.exec(s, "true")
     assert {:error, _} = Session.stat(s, "/queued")
   end
+
+  # A session watches each caller once, for all its calls (in the node, a
+  # monitor per caller rather than per call): these pin down that a caller
+  # whose earlier calls ended is still watched, and that one caller's death
+  # touches only its own calls.
+  test "a caller whose earlier calls ended is still watched" do
+    s = Session.new()
+    parent = self()
+
+    caller =
+      spawn(fn ->
+        # Each sleep waits, so each call is watched, then ends.
+        for _ <- 1..3, do: {:ok, %Result{}} = Session.exec(s, "sleep 0.01")
+        send(parent, :warmed)
+        Session.exec(s, "sleep 30")
+      end)
+
+    assert_receive :warmed, 5_000
+    wait_until(fn -> inspect(s) =~ "status: :running" end)
+    Process.exit(caller, :kill)
+
+    started = System.monotonic_time(:millisecond)
+    assert {:ok, %Result{stdout: "next\n"}} = Session.exec(s, "echo next")
+    assert System.monotonic_time(:millisecond) - started < 5_000
+  end
+
+  test "one caller's death cancels its calls only" do
+    s = Session.new()
+    parent = self()
+    # The other caller's earlier call ended; its next one is queued behind
+    # the dying caller's.
+    other =
+      Task.async(fn ->
+        {:ok, %Result{}} = Session.exec(s, "sleep 0.01")
+        send(parent, :warmed)
+
+        receive do
+          :go -> Session.exec(s, "sleep 0.05; echo other")
+        end
+      end)
+
+    assert_receive :warmed, 5_000
+    dying = spawn(fn -> Session.exec(s, "sleep 30") end)
+    wait_until(fn -> inspect(s) =~ "status: :running" end)
+    send(other.pid, :go)
+    wait_until(fn -> waiting_for_reply?(other.pid) end)
+    Process.exit(dying, :kill)
+
+    assert {:ok, %Result{stdout: "other\n", exit_code: 0}} = Task.await(other, 10_000)
+    # A caller that dies with no call under way leaves the session as it was.
+    {:ok, quiet} = Task.start(fn -> Session.exec(s, "sleep 0.01") end)
+    wait_until(fn -> not Process.alive?(quiet) end)
+    assert {:ok, %Result{stdout: "still\n"}} = Session.exec(s, "echo still")
+  end
 end

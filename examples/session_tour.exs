@@ -13,8 +13,8 @@ show = fn session, script ->
       if result.stderr != "", do: IO.write("[stderr] " <> result.stderr)
       if result.exit_code != 0, do: IO.puts("[exit #{result.exit_code}]")
 
-    {:error, message} ->
-      IO.puts("[error] " <> message)
+    {:error, %ExBashkit.Error{} = error} ->
+      IO.puts("[error #{error.reason}] " <> error.message)
   end
 end
 

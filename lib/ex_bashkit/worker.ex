@@ -28,11 +28,12 @@ defmodule ExBashkit.Worker do
       (default 2 000), the worker is killed. `ExBashkit.Session.cancel/1`
       gets the same treatment.
     * **Crashes.** When the worker dies, every request in flight on it is
-      answered `{:error, "worker process crashed ..."}` at once, a new
+      answered `{:error, %ExBashkit.Error{reason: :crashed}}` at once, a new
       worker starts, and every session that lived there is rebuilt from its
       `new/1` configuration. A session that was idle when it happened
-      answers its next call with `{:error, "session lost ..."}` (once), so
-      the loss of its state is never silent; it is usable again afterwards.
+      answers its next call with `{:error, %ExBashkit.Error{reason: :lost}}`
+      (once), so the loss of its state is never silent; it is usable again
+      afterwards.
 
   Workers are started by `ExBashkit.Application` (see
   `ExBashkit.WorkerPool`) and start their OS process on first use.

@@ -490,8 +490,8 @@ pub fn exec_once_job(
     );
     done.map(|(outcome, used)| {
         // Dropped off the caller's path.
-        if used.is_some() {
-            runtime::spawn(async move { drop(used) });
+        if let Some(bash) = used {
+            warm::retire(bash);
         }
         outcome
     })

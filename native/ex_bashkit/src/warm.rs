@@ -12,10 +12,10 @@
 //! 7 µs of the waker's time on this 2-core VM (and 20–30 µs measured inside
 //! the NIF, where the woken runner competes with the VM's threads), more
 //! than the rest of an `ExBashkit.exec("echo hi")`. So nothing is asked of a
-//! runner per call: a build run is started when a shelf runs low
-//! ([`LOW_WATER`] of its target) and fills it up, and an interpreter used
-//! once is retired into a batch ([`retire`]) that the next build run, or a
-//! drop task per [`RETIRED_MAX`] interpreters, drops.
+//! runner per call: a build run is started when a shelf runs low (half its
+//! target or less, [`LOW_WATER`]) and fills it up, and an interpreter used
+//! once is retired into a batch ([`retire`]) that the next build run, a
+//! drop task per [`RETIRED_MAX`] interpreters, or a timer drops.
 //!
 //! What qualifies: configurations built from memory alone, with nothing to
 //! prepare after the build and no back-call route ([`eligible`]). Anything
@@ -55,8 +55,8 @@ const MAX_AGE: Duration = Duration::from_millis(500);
 const SHELVES: usize = 4;
 /// Interpreters kept ready per configuration, at most.
 const DEPTH: usize = 8;
-/// A shelf holding this share of its target or less gets a build run
-/// (one runner wake-up per several takes).
+/// A shelf holding 1/`LOW_WATER` of its target or less (half) gets a
+/// build run: one runner wake-up per several takes, not per take.
 const LOW_WATER: usize = 2;
 /// Used interpreters retired before a task is woken to drop them.
 const RETIRED_MAX: usize = 8;

@@ -17,30 +17,33 @@ defmodule ExBashkit.Callbacks do
   #       The script needs Elixir: `request` is
   #         {:builtin, name, args, stdin, env, cwd}   a custom builtin, or
   #         {:vfs, mount, op, path, extra}             a virtual_fs operation.
-  #       The waiting process hands it to a fresh *runner* process and goes
+  #       The waiting process runs it in a fresh *handler* process and goes
   #       back to waiting; it never runs user code itself.
   #
-  # The runner (unlinked, so nothing it does can take the caller down)
-  # spawns a monitored *handler* process that calls the user's function,
+  # The handler (spawned and monitored by the waiting process, unlinked, so
+  # nothing it does can take the caller down) calls the user's function,
   # checks and normalizes whatever it returned (`ExBashkit.Callbacks.Answer`:
-  # shapes, listings, the session's `max_reply_bytes`) and answers through
-  # `ExBashkit.Backend.callback_reply/3` (the NIF's `callback_reply/2` in the
-  # node, a frame to the worker otherwise).
+  # shapes, listings, the session's `max_reply_bytes`) and sends it to the
+  # waiting process, which answers through `ExBashkit.Backend.callback_reply/3`
+  # (the NIF's `callback_reply/2` in the node, which resumes the script right
+  # there; a frame to the worker otherwise). A back-call thus costs one
+  # process and two messages (a separate runner process per back-call, as
+  # before, cost 10-25 us more: bench/analysis.md).
   #
   # Failure model, the same for builtins and backends:
-  #   * raise / throw / exit inside the function: caught by the worker and
+  #   * raise / throw / exit inside the function: caught in the handler and
   #     answered as a failure of that one command (exit 1, message on stderr);
   #   * the handler dies any other way (killed, linked crash, an exit of
-  #     itself with reason `:normal`): the runner sees the DOWN and answers
-  #     the failure at once;
-  #   * no answer within `builtin_timeout_ms`: the runner kills the handler,
-  #     waits for its death, and answers a timeout (exit 124, `etimedout`).
-  #     This is the only back-call timer (Rust waits for the answer, a cancel
-  #     or the exec's own deadline).
+  #     itself with reason `:normal`): its DOWN comes before any answer, and
+  #     the failure is answered at once;
+  #   * no answer within `builtin_timeout_ms`: the waiting process kills the
+  #     handler, waits for its death, and answers a timeout (exit 124,
+  #     `etimedout`). This is the only back-call timer (Rust waits for the
+  #     answer, a cancel or the exec's own deadline).
   #   * the exec ends while handlers still run (its timeout, `cancel/1`):
-  #     the caller tells each of its runners to stop, and each kills its
-  #     handler and waits for its death, before the caller returns. No side
-  #     effect of a handler happens after the caller got its answer.
+  #     the waiting process kills each and waits for its death before it
+  #     returns. No side effect of a handler happens after the caller got
+  #     its answer.
   #   * a late answer finds nobody waiting and is dropped.
   #
   # Re-entrancy: a handler carries, in its process dictionary, the sessions
@@ -55,10 +58,9 @@ defmodule ExBashkit.Callbacks do
   alias ExBashkit.VirtualFs.Dispatch
 
   @chain_key :"$ex_bashkit_waiting_sessions"
-  # The caller's runners of one request:
-  # `{@runners_key, ref} => %{monitor => {pid, reply_fun, on_failure_fun}}`.
-  @runners_key :"$ex_bashkit_runners"
-  # How long a runner may take to stop its handler (a kill, then its DOWN).
+  # The caller's running handlers of one request (see `handlers/1`).
+  @handlers_key :"$ex_bashkit_handlers"
+  # How long a killed handler may take to die (its DOWN).
   @stop_wait_ms 5_000
   # Why a handler that called the process blocked in exec failed at once.
   @reentrant_message "called the process that is waiting for this script " <>
@@ -148,26 +150,10 @@ defmodule ExBashkit.Callbacks do
   # back-calls while it runs (a search walking `:virtual_fs` backends).
   @spec await_reply(reference(), context()) :: term()
   def await_reply(ref, context) do
-    runners = runners(ref)
-
-    receive do
-      {:ex_bashkit_reply, ^ref, reply} ->
-        Process.demonitor(ref, [:flush])
-        stop_runners(ref)
-        reply
-
-      {:DOWN, ^ref, :process, _, reason} ->
-        stop_runners(ref)
-        {:error, worker_down(reason)}
-
-      {:ex_bashkit_callback, ^ref, {call_id, request}} ->
-        dispatch(ref, call_id, request, context)
-        await_reply(ref, context)
-
-      {:DOWN, mref, :process, _, reason} when is_map_key(runners, mref) ->
-        runner_down(Map.fetch!(runners, mref), reason)
-        put_runners(ref, Map.delete(runners, mref))
-        await_reply(ref, context)
+    case event(ref, context) do
+      {:reply, reply} -> reply
+      {:down, reason} -> {:error, worker_down(reason)}
+      {:output, _stdout, _stderr} -> await_reply(ref, context)
     end
   end
 
@@ -177,155 +163,143 @@ defmodule ExBashkit.Callbacks do
   @spec next(reference(), context()) ::
           {:output, binary(), binary()} | {:done, {:ok, Result.t()} | {:error, Error.t()}}
   def next(ref, context) do
-    runners = runners(ref)
-    handlers = handlers(runners)
+    case event(ref, context) do
+      {:reply, {:ok, %Result{}} = ok} -> {:done, ok}
+      {:reply, {:error, _} = error} -> {:done, Error.wrap(error)}
+      {:down, reason} -> {:done, Error.wrap({:error, worker_down(reason)})}
+      {:output, _stdout, _stderr} = output -> output
+    end
+  end
+
+  # Serve back-calls of request `ref` until its answer, its worker's death
+  # or an output chunk arrives. Every handler still running is stopped
+  # before the answer (or the death) is returned.
+  defp event(ref, context) do
+    handlers = handlers(ref)
 
     receive do
-      {:ex_bashkit_reply, ^ref, {:ok, %Result{}} = ok} ->
+      {:ex_bashkit_reply, ^ref, reply} ->
         Process.demonitor(ref, [:flush])
-        stop_runners(ref)
-        {:done, ok}
-
-      {:ex_bashkit_reply, ^ref, {:error, _} = error} ->
-        Process.demonitor(ref, [:flush])
-        stop_runners(ref)
-        {:done, Error.wrap(error)}
+        stop_handlers(ref)
+        {:reply, reply}
 
       {:DOWN, ^ref, :process, _, reason} ->
-        stop_runners(ref)
-        {:done, Error.wrap({:error, worker_down(reason)})}
+        stop_handlers(ref)
+        {:down, reason}
 
       {:ex_bashkit_output, ^ref, {stdout, stderr}} ->
         {:output, stdout, stderr}
 
       {:ex_bashkit_callback, ^ref, {call_id, request}} ->
         dispatch(ref, call_id, request, context)
-        next(ref, context)
+        event(ref, context)
 
-      {:DOWN, mref, :process, _, reason} when is_map_key(runners, mref) ->
-        runner_down(Map.fetch!(runners, mref), reason)
-        put_runners(ref, Map.delete(runners, mref))
-        next(ref, context)
+      {:ex_bashkit_answer, pid, answer} when is_map_key(handlers, pid) ->
+        %{mref: mref, reply: reply} = Map.fetch!(handlers, pid)
+        Process.demonitor(mref, [:flush])
+        put_handlers(ref, Map.delete(handlers, pid))
+        reply.(answer)
+        event(ref, context)
+
+      # A handler that ended without answering (even with reason `:normal`).
+      {:DOWN, _mref, :process, pid, reason} when is_map_key(handlers, pid) ->
+        fail(ref, handlers, pid, {:died, reason})
+        event(ref, context)
 
       # A handler calling this process, which waits here and will not answer
       # until the script ends, which waits for the handler: a deadlock. The
       # call is dropped (its handler is killed) and that command fails now.
       {:"$gen_call", {pid, _tag}, _request} when is_map_key(handlers, pid) ->
-        send(Map.fetch!(handlers, pid), :ex_bashkit_reentrant)
-        next(ref, context)
+        fail(ref, handlers, pid, :reentrant)
+        event(ref, context)
+    after
+      wait_ms(handlers) ->
+        now = System.monotonic_time(:millisecond)
+
+        for {pid, %{deadline: deadline}} <- handlers, deadline <= now do
+          fail(ref, handlers(ref), pid, {:timeout, context.timeout})
+        end
+
+        event(ref, context)
     end
   end
 
+  # The handler runs the user's function in a process of its own, spawned
+  # and monitored by this process, which never runs user code itself. It
+  # carries the re-entrancy chain and `$callers` (as `Task` sets it: Ecto
+  # sandbox and Mox allowances reach the handler through the process
+  # waiting in exec) and hands its answer here; this process passes it on.
   defp dispatch(ref, call_id, request, context) do
     chain = [context.resource | Process.get(@chain_key, [])]
-    # `$callers` as `Task` sets it: Ecto sandbox and Mox allowances reach
-    # the handler through the process waiting in exec.
     callers = [self() | Process.get(:"$callers", [])]
+    waiter = self()
     {job, on_failure} = job(request, context)
-    reply = &Backend.callback_reply(context.location, call_id, &1)
 
-    # The handler is spawned here, so this process knows it (see the
-    # `$gen_call` clause of `next/2`), and starts once its runner watches it.
-    handler =
-      spawn(fn ->
-        receive do
-          {:ex_bashkit_go, runner} ->
-            Process.put(@chain_key, chain)
-            Process.put(:"$callers", callers)
-            send(runner, {:ex_bashkit_answer, self(), job.()})
-        after
-          @stop_wait_ms -> :ok
-        end
+    {pid, mref} =
+      spawn_monitor(fn ->
+        Process.put(@chain_key, chain)
+        Process.put(:"$callers", callers)
+        send(waiter, {:ex_bashkit_answer, self(), job.()})
       end)
 
-    {pid, mref} = spawn_monitor(fn -> run(handler, reply, on_failure, context.timeout) end)
-    put_runners(ref, Map.put(runners(ref), mref, {pid, reply, on_failure, handler}))
+    handler = %{
+      mref: mref,
+      reply: &Backend.callback_reply(context.location, call_id, &1),
+      on_failure: on_failure,
+      deadline: System.monotonic_time(:millisecond) + context.timeout
+    }
+
+    put_handlers(ref, Map.put(handlers(ref), pid, handler))
   end
 
-  # handler pid => runner pid.
-  defp handlers(runners) when runners == %{}, do: %{}
-
-  defp handlers(runners),
-    do: Map.new(runners, fn {_mref, {runner, _, _, handler}} -> {handler, runner} end)
-
-  # A runner killed from outside never answered: answer for it, so the
-  # script does not wait for its own deadline (an answer already given
-  # makes this one a dropped late answer).
-  defp runner_down(_runner, :normal), do: :ok
-
-  defp runner_down({_pid, reply, on_failure, handler}, reason) do
-    Process.exit(handler, :kill)
-    reply.(on_failure.({:died, reason}))
+  # Answer handler `pid`'s back-call with `failure`, once the handler is
+  # dead: killed here unless its DOWN already came.
+  defp fail(ref, handlers, pid, failure) do
+    %{mref: mref, reply: reply, on_failure: on_failure} = Map.fetch!(handlers, pid)
+    if not match?({:died, _}, failure), do: kill(pid, mref)
+    put_handlers(ref, Map.delete(handlers(ref), pid))
+    reply.(on_failure.(failure))
   end
 
-  defp runners(ref), do: Process.get({@runners_key, ref}, %{})
+  # How long the caller may wait before the nearest handler deadline.
+  defp wait_ms(handlers) when handlers == %{}, do: :infinity
 
-  defp put_runners(ref, runners) when runners == %{}, do: Process.delete({@runners_key, ref})
-  defp put_runners(ref, runners), do: Process.put({@runners_key, ref}, runners)
-
-  # The request is answered: stop every runner still serving it and wait
-  # until each has killed its handler, so no handler outlives the answer.
-  defp stop_runners(ref) do
-    runners = runners(ref)
-    Process.delete({@runners_key, ref})
-    Enum.each(runners, fn {_mref, {pid, _, _, _}} -> send(pid, :ex_bashkit_stop) end)
-
-    Enum.each(runners, fn {mref, {pid, _, _, _}} ->
-      receive do
-        {:DOWN, ^mref, :process, _, _} -> :ok
-      after
-        @stop_wait_ms ->
-          Process.exit(pid, :kill)
-
-          receive do
-            {:DOWN, ^mref, :process, _, _} -> :ok
-          after
-            @stop_wait_ms -> Process.demonitor(mref, [:flush])
-          end
-      end
-    end)
+  defp wait_ms(handlers) do
+    nearest = handlers |> Map.values() |> Enum.map(& &1.deadline) |> Enum.min()
+    max(nearest - System.monotonic_time(:millisecond), 0)
   end
 
-  # -- runner -----------------------------------------------------------------
+  # The request's running handlers: `pid => %{mref, reply, on_failure, deadline}`.
+  defp handlers(ref), do: Process.get({@handlers_key, ref}, %{})
 
-  # The handler hands its answer to the runner, which replies: a handler
-  # that ends without answering (even with reason `:normal`, e.g.
-  # `Process.exit(self(), :normal)`) is then told apart from one that
-  # answered, and reported at once as exited.
-  defp run(pid, reply, on_failure, timeout) do
-    mref = Process.monitor(pid)
-    send(pid, {:ex_bashkit_go, self()})
+  defp put_handlers(ref, handlers) when handlers == %{},
+    do: Process.delete({@handlers_key, ref})
 
-    receive do
-      {:ex_bashkit_answer, ^pid, answer} ->
-        reply.(answer)
-        Process.demonitor(mref, [:flush])
+  defp put_handlers(ref, handlers), do: Process.put({@handlers_key, ref}, handlers)
 
-      {:DOWN, ^mref, :process, ^pid, reason} ->
-        reply.(on_failure.({:died, reason}))
-
-      :ex_bashkit_stop ->
-        kill(pid, mref)
-
-      :ex_bashkit_reentrant ->
-        kill(pid, mref)
-        reply.(on_failure.(:reentrant))
-    after
-      timeout ->
-        kill(pid, mref)
-        reply.(on_failure.({:timeout, timeout}))
-    end
+  # The request is answered: stop every handler still running, so no
+  # handler outlives the answer.
+  defp stop_handlers(ref) do
+    handlers = handlers(ref)
+    Process.delete({@handlers_key, ref})
+    Enum.each(handlers, fn {pid, %{mref: mref}} -> kill(pid, mref) end)
   end
 
   # Kill the handler and return only once it is dead (`:kill` cannot be
-  # trapped, so the DOWN comes).
+  # trapped, so the DOWN comes), dropping an answer it sent meanwhile.
   defp kill(pid, mref) do
     Process.exit(pid, :kill)
 
     receive do
       {:DOWN, ^mref, :process, ^pid, _} -> :ok
     after
-      @stop_wait_ms -> :ok
+      @stop_wait_ms -> Process.demonitor(mref, [:flush])
+    end
+
+    receive do
+      {:ex_bashkit_answer, ^pid, _} -> :ok
+    after
+      0 -> :ok
     end
   end
 

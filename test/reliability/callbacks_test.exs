@@ -6,8 +6,6 @@ defmodule ExBashkit.Reliability.CallbacksTest do
   # callback that exits took the caller down; a directory listing with "",
   # ".", ".." or "a/b" entries sent find/grep -r into unbounded recursion and
   # crashed the VM.
-  #
-  # Written against the spec'd API; skipped until the features land.
   use ExUnit.Case, async: true
 
   alias ExBashkit.{Result, Session}
@@ -79,6 +77,33 @@ defmodule ExBashkit.Reliability.CallbacksTest do
 
       assert Process.alive?(self())
       Health.assert_usable!(s)
+    end
+
+    test "the waiting process is left with no message of a back-call, however it ended" do
+      # The process that waits in exec serves the back-calls; a long-lived
+      # caller (a GenServer) must not collect their leftovers.
+      s =
+        Session.new(
+          builtin_timeout_ms: 100,
+          builtins: %{
+            "ok" => fn _ -> {:ok, "x\n"} end,
+            "raises" => fn _ -> raise "boom" end,
+            "quits" => fn _ -> Process.exit(self(), :normal) end,
+            "hangs" => fn _ -> Process.sleep(:infinity) end
+          }
+        )
+
+      Task.async(fn ->
+        for script <- ["ok; ok", "raises", "quits", "hangs", "ok; hangs; ok"] do
+          assert {:ok, %Result{}} = Session.exec(s, script)
+        end
+
+        assert {:error, _} = Session.exec(s, "hangs", timeout_ms: 50)
+        # A late message would land after the exec returned.
+        Process.sleep(200)
+        assert {:messages, []} = Process.info(self(), :messages)
+      end)
+      |> Task.await(@bound_ms)
     end
 
     test "a builtin returning 100 MB is capped, not buffered without bound" do

@@ -322,9 +322,11 @@ defmodule ExBashkit.CallerDeathTest do
     end
   end
 
+  # Blocked in the receive that waits for an exec's answer (the private
+  # function of `ExBashkit.Callbacks` that serves back-calls meanwhile).
   defp waiting_for_reply?(pid) do
     match?(
-      {:current_function, {ExBashkit.Callbacks, :next, 2}},
+      {:current_function, {ExBashkit.Callbacks, :event, 2}},
       Process.info(pid, :current_function)
     )
   end

@@ -491,6 +491,9 @@ defmodule Bench.Report do
     s_exec = median(r, "ours/echo_hi.session_exec")
     c64 = ops_per_s(r, "ours/concurrency.64")
     cpu_echo = cpu_per_op(r, "ours/cpu.echo")
+    raw_builtin = median(r, "raw/builtin.exec")
+    raw_builtin_thread = median(r, "raw/builtin.exec_from_thread")
+    builtin = median(r, "ours/builtin.exec")
 
     if Enum.all?([buffered, live, noop], &is_number/1) do
       exec_floor = live + noop
@@ -509,7 +512,8 @@ defmodule Bench.Report do
         "\n## The floor under the goals\n\n",
         "Measured in this run (`--only floor`): raw bashkit's buffered `exec` (never yields) and ",
         "its live execution with byte sinks (yields every 64 commands, which is how the NIF runs a ",
-        "script so that a long one can be moved off its thread), both polled inline in Rust; and ",
+        "script so that a long one can be moved off its thread), both polled inline in Rust; a raw ",
+        "custom builtin answered inline and by a thread that sleeps until asked (`--only builtin`); and ",
         "`:erts_debug.dirty_cpu(:wait, 0)`, a dirty CPU call that does nothing, from Elixir. ",
         "Every in-node exec is one dirty call running one live execution.\n\n",
         "| | figure | goal it bounds |\n|---|---|---|\n",
@@ -517,10 +521,31 @@ defmodule Bench.Report do
         "| raw live execution, same script | #{fmt_ns(live)} (+#{fmt_delta(live, buffered)}: upstream, see bench/analysis.md) | |\n",
         "| dirty no-op call, median | #{fmt_ns(noop)} | |\n",
         "| **floor of `Session.exec`** = live + dirty no-op | #{fmt_ns(exec_floor)} = raw + #{fmt_delta(exec_floor, buffered)}; measured #{fmt_ns(s_exec)} (#{fmt_delta(s_exec, exec_floor)} over the floor) | raw + 3 µs |\n",
+        back_call_rows(raw_builtin, raw_builtin_thread, builtin, s_exec),
         "| dirty no-op calls/s, 64 processes | #{if noop64, do: fmt_int(noop64), else: "–"} | |\n",
         "| **bound at 64 sessions** = 1 / (live/buffered / raw₆₄ + 1 / no-op₆₄) | #{if bound64, do: "#{fmt_int(bound64)} execs/s = #{pct.(bound64, raw64)} raw", else: "–"}; measured #{pct.(c64, raw64)} raw | ≥ 0.5× raw |\n",
         "| CPU per dirty no-op call, one process | #{if noop_cpu, do: fmt_ns(noop_cpu), else: "–"} (the schedulers' busy-waiting) | |\n",
         "| **floor of CPU per `echo hi`** = raw CPU × live/buffered + no-op CPU | #{if cpu_floor, do: "#{fmt_ns(cpu_floor)} = #{pct.(cpu_floor, raw_cpu)} raw", else: "–"}; measured #{pct.(cpu_echo, raw_cpu)} raw | ≤ 1.5× raw |\n"
+      ]
+    else
+      []
+    end
+  end
+
+  # A back-call leaves the script's thread and comes back: in pure Rust, a
+  # builtin answered by a sleeping thread against one answered inline.
+  defp back_call_rows(inline, from_thread, builtin, s_exec) do
+    if Enum.all?([inline, from_thread], &is_number/1) do
+      measured =
+        if Enum.all?([builtin, s_exec], &is_number/1),
+          do: "; measured #{fmt_delta(builtin, s_exec)} (builtin round trip − `Session.exec`)",
+          else: ""
+
+      [
+        "| raw builtin `answer`, answered on the script's thread / by another thread | ",
+        "#{fmt_ns(inline)} / #{fmt_ns(from_thread)} | |\n",
+        "| **floor of a back-call** = answered by another thread − inline | ",
+        "#{fmt_delta(from_thread, inline)}#{measured} | exec + 15 µs |\n"
       ]
     else
       []

@@ -465,6 +465,35 @@ impl Builtin for Answer {
     }
 }
 
+/// A custom builtin whose answer comes from another thread, which sleeps
+/// until asked: the Rust floor of a back-call that leaves the script's
+/// thread (ours goes to an Elixir process and back), two thread wake-ups.
+struct AnswerFromThread {
+    requests: tokio::sync::mpsc::UnboundedSender<tokio::sync::oneshot::Sender<String>>,
+}
+
+impl AnswerFromThread {
+    fn start() -> Self {
+        let (requests, mut incoming) =
+            tokio::sync::mpsc::unbounded_channel::<tokio::sync::oneshot::Sender<String>>();
+        std::thread::spawn(move || {
+            while let Some(answer) = incoming.blocking_recv() {
+                let _ = answer.send("x\n".to_string());
+            }
+        });
+        Self { requests }
+    }
+}
+
+#[async_trait]
+impl Builtin for AnswerFromThread {
+    async fn execute(&self, _ctx: BuiltinContext<'_>) -> bashkit::Result<ExecResult> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.requests.send(tx).expect("answering thread");
+        Ok(ExecResult::ok(rx.await.expect("answer")))
+    }
+}
+
 /// CPU time (user + system) this process has used, from /proc/self/stat.
 /// Live execution of `script` polled inline, its stdout collected by a sink
 /// (as the NIF's runner does, without bashkit's `capture`).
@@ -622,6 +651,15 @@ impl Bench {
         let b = self.budget(Budget::new(2_000, 2_000, 200_000, 1_500));
         let xs = sample(b, || timed(|| rt.block_on(bash.exec(BUILTIN))).0);
         self.push_sample("builtin.exec", xs);
+
+        let mut bash = finish(
+            builder(ExecutionLimits::new())
+                .builtin("answer", Box::new(AnswerFromThread::start()))
+                .build(),
+        );
+        assert_eq!(exec_ok(rt, &mut bash, BUILTIN).stdout.as_bytes(), b"x\n");
+        let xs = sample(b, || timed(|| rt.block_on(bash.exec(BUILTIN))).0);
+        self.push_sample("builtin.exec_from_thread", xs);
     }
 
     fn vfs_backend(&mut self) {

@@ -494,7 +494,6 @@ impl Builtin for AnswerFromThread {
     }
 }
 
-/// CPU time (user + system) this process has used, from /proc/self/stat.
 /// Live execution of `script` polled inline, its stdout collected by a sink
 /// (as the NIF's runner does, without bashkit's `capture`).
 fn execute_with_sink(rt: &Runtime, bash: &mut Bash, script: &str) -> Vec<u8> {
@@ -511,6 +510,7 @@ fn execute_with_sink(rt: &Runtime, bash: &mut Bash, script: &str) -> Vec<u8> {
     out.into_inner().unwrap()
 }
 
+/// CPU time (user + system) this process has used, from /proc/self/stat.
 fn cpu_ns() -> u64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     // Fields after the parenthesised command name; utime and stime are the

@@ -640,26 +640,26 @@ impl Bench {
     }
 
     fn builtin(&mut self) {
+        self.builtin_case("builtin.exec", Box::new(Answer));
+        self.builtin_case(
+            "builtin.exec_from_thread",
+            Box::new(AnswerFromThread::start()),
+        );
+    }
+
+    /// The script `answer` against an interpreter where `answer` is `builtin`.
+    fn builtin_case(&mut self, name: &str, builtin: Box<dyn Builtin>) {
         let rt = Arc::clone(&self.rt);
         let rt = &*rt;
         let mut bash = finish(
             builder(ExecutionLimits::new())
-                .builtin("answer", Box::new(Answer))
+                .builtin("answer", builtin)
                 .build(),
         );
         assert_eq!(exec_ok(rt, &mut bash, BUILTIN).stdout.as_bytes(), b"x\n");
         let b = self.budget(Budget::new(2_000, 2_000, 200_000, 1_500));
         let xs = sample(b, || timed(|| rt.block_on(bash.exec(BUILTIN))).0);
-        self.push_sample("builtin.exec", xs);
-
-        let mut bash = finish(
-            builder(ExecutionLimits::new())
-                .builtin("answer", Box::new(AnswerFromThread::start()))
-                .build(),
-        );
-        assert_eq!(exec_ok(rt, &mut bash, BUILTIN).stdout.as_bytes(), b"x\n");
-        let xs = sample(b, || timed(|| rt.block_on(bash.exec(BUILTIN))).0);
-        self.push_sample("builtin.exec_from_thread", xs);
+        self.push_sample(name, xs);
     }
 
     fn vfs_backend(&mut self) {

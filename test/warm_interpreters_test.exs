@@ -49,6 +49,24 @@ defmodule ExBashkit.WarmInterpretersTest do
     end
   end
 
+  test "configurations that differ in one value are never mixed up" do
+    # More configurations in turn than the node keeps decoded
+    # (`config_cache.rs`), each checked by what its session sees.
+    for _ <- 1..10, v <- 1..6 do
+      session = Session.new(env: %{"V" => "#{v}"})
+      assert {:ok, %Result{stdout: out}} = Session.exec(session, "echo $V")
+      assert out == "#{v}\n"
+    end
+
+    for _ <- 1..10 do
+      for {loops, ok?} <- [{3, false}, {5, true}] do
+        session = Session.new(limits: [max_loop_iterations: loops])
+        result = Session.exec(session, "for i in 1 2 3 4; do :; done")
+        assert match?({:ok, %Result{exit_code: 0}}, result) == ok?
+      end
+    end
+  end
+
   test "sessions created at once from many processes never share an interpreter" do
     tasks =
       for n <- 1..8 do

@@ -382,10 +382,28 @@ defmodule Bench.Report do
         "\nThe hand-off alone, in Rust: `echo hi` submitted with `spawn` to a runtime worker and ",
         "answered over a channel to the submitting thread (what the NIF does, without the BEAM): ",
         "#{fmt_ns(spawn.median)} (#{fmt_ns(spawn.p90)} / #{fmt_ns(spawn.p99)}), against ",
-        "#{fmt_ns(median(r, "raw/echo_hi.exec"))} when the interpreter runs on the calling thread.\n"
+        "#{fmt_ns(median(r, "raw/echo_hi.exec"))} when the interpreter runs on the calling thread.\n",
+        first_exec_row(r)
       ]
     else
       ""
+    end
+  end
+
+  # What `ExBashkit.exec/1` pays at best, with an interpreter built in
+  # advance: a fresh interpreter's first exec.
+  defp first_exec_row(r) do
+    case stats(r, "raw/echo_hi.first_exec") do
+      nil ->
+        ""
+
+      first ->
+        [
+          "\nThe first exec of an interpreter built beforehand (what `ExBashkit.exec/1` pays ",
+          "when one built in advance is ready), in Rust: #{fmt_ns(first.median)} ",
+          "(#{fmt_ns(first.p90)} / #{fmt_ns(first.p99)}), against #{fmt_ns(median(r, "raw/echo_hi.exec"))} ",
+          "for a later exec of the same interpreter.\n"
+        ]
     end
   end
 

@@ -593,6 +593,16 @@ impl Bench {
             d
         });
         self.push_sample("echo_hi.new_exec", xs);
+
+        // The first exec of an interpreter built beforehand: what
+        // `ExBashkit.exec/1` pays when a warm interpreter is ready.
+        let xs = sample(b, || {
+            let mut bash = build_bash();
+            let (d, _) = timed(|| rt.block_on(bash.exec(ECHO)));
+            drop(bash);
+            d
+        });
+        self.push_sample("echo_hi.first_exec", xs);
     }
 
     fn session_new(&mut self) {

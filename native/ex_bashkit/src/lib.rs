@@ -13,6 +13,7 @@ mod value;
 mod bashkit_errors;
 mod bombs;
 mod changes;
+mod config_cache;
 mod error;
 mod fs_api;
 mod guard;

@@ -19,6 +19,7 @@ use rustler::{Env, LocalPid, Monitor, ResourceArc, Term};
 
 use crate::callbacks::CallbackChannel;
 use crate::changes;
+use crate::config_cache::{self, DecodedConfig};
 use crate::error::NifResult;
 use crate::interrupt::Interrupt;
 use crate::lifecycle::{Op, OpCallOptions};
@@ -87,7 +88,7 @@ impl Session {
     ///
     /// `key` is the configuration as Elixir sent it: a configuration built
     /// from memory alone may get an interpreter built in advance (`warm.rs`).
-    pub fn new(config: SessionConfig, key: &Value) -> Result<Arc<Self>, String> {
+    pub fn new(config: Arc<SessionConfig>, key: &Value) -> Result<Arc<Self>, String> {
         let (bash, layer, interrupt, channel) = if warm::eligible(&config) {
             let built = warm::take_or_build(key, &config)?;
             (built.bash, built.layer, built.interrupt, None)
@@ -112,7 +113,7 @@ impl Session {
             channel,
             interrupt,
             host_mounts: Mutex::new(config.mounts.clone()),
-            config: Arc::new(config),
+            config,
         }))
     }
 
@@ -444,8 +445,7 @@ pub fn exec(
 /// `ticket` cancels it (its caller died); `on_end` runs once it is over.
 /// Returns the outcome when it completed inline, like [`exec`].
 pub fn exec_once_job(
-    config: SessionConfig,
-    key: Value,
+    config: Arc<DecodedConfig>,
     script: String,
     ticket: Arc<ExecTicket>,
     reply: ReplyTo,
@@ -455,7 +455,7 @@ pub fn exec_once_job(
     let work = Box::pin(async move {
         let mut used = None;
         let outcome = guard::catch_future(async {
-            match warm::take_or_build(&key, &config) {
+            match warm::take_or_build(&config.key, &config.config) {
                 Ok(built) => {
                     let bash = used.insert(built.bash);
                     ticket.start(bash.cancellation_token(), built.interrupt);
@@ -721,17 +721,17 @@ fn unwatch_caller(handle: &Handle, id: u64) -> Box<dyn FnOnce() + Send> {
     })
 }
 
-fn new_handle(term: Value) -> NifResult<Handle> {
-    let config = SessionConfig::from_value(&term)?;
+fn new_handle(decoded: &DecodedConfig) -> NifResult<Handle> {
+    let config = Arc::clone(&decoded.config);
     Ok(ResourceArc::new(SessionResource {
-        session: Session::new(config, &term)?,
+        session: Session::new(config, &decoded.key)?,
         callers: Mutex::new(Vec::new()),
     }))
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
 fn session_new(config: Term) -> NifResult<Handle> {
-    new_handle(Value::from_term(config)?)
+    new_handle(&*config_cache::decode(config)?)
 }
 
 /// `session_new/1` on the calling (normal) scheduler, for configurations
@@ -741,9 +741,7 @@ fn session_new(config: Term) -> NifResult<Handle> {
 /// scheduler would add.
 #[rustler::nif]
 fn session_new_inline(env: Env, config: Term) -> NifResult<Handle> {
-    let handle = Value::from_term(config)
-        .map_err(Into::into)
-        .and_then(new_handle);
+    let handle = config_cache::decode(config).and_then(|decoded| new_handle(&decoded));
     // Tell the VM this call used part of its time slice (about 40 µs of 1 ms).
     rustler::schedule::consume_timeslice(env, 4);
     handle
@@ -805,8 +803,7 @@ fn exec_once<'a>(
     pid: LocalPid,
     reference: Term<'a>,
 ) -> NifResult<Term<'a>> {
-    let key = Value::from_term(config)?;
-    let config = SessionConfig::from_value(&key)?;
+    let config = config_cache::decode(config)?;
     let ticket = ExecTicket::new();
     let tracker = ResourceArc::new(OneShotResource {
         ticket: Arc::clone(&ticket),
@@ -822,17 +819,7 @@ fn exec_once<'a>(
     });
     let before_park = || *monitor.lock() = watched.monitor(Some(env), &pid);
     let reply = ReplyTo::new(Caller::process(pid, reference));
-    let run = || {
-        exec_once_job(
-            config,
-            key,
-            script,
-            ticket,
-            reply,
-            Some(on_end),
-            before_park,
-        )
-    };
+    let run = || exec_once_job(config, script, ticket, reply, Some(on_end), before_park);
     Ok(match runner::with_nif_env(env, run) {
         Some(outcome) => Value::tuple([Value::atom("done"), outcome.to_value()]),
         None => Value::atom("ok"),

@@ -53,6 +53,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::callbacks::{self, Answer};
+use crate::config_cache::DecodedConfig;
 use crate::lifecycle::{Op, OpCallOptions};
 use crate::options::{MountSpec, SessionConfig};
 use crate::reply::{Caller, FrameWriter, ReplyTo};
@@ -263,7 +264,7 @@ fn dispatch(
     if tag == "new" {
         let sid: u64 = arg(items, 2)?;
         let key = items.get(3).ok_or("missing config")?;
-        let config = SessionConfig::from_value(key)?;
+        let config = Arc::new(SessionConfig::from_value(key)?);
         // Built on the reading thread, so that requests for this session
         // that follow it (a rebuild after a crash sends them back to back)
         // find it. Building takes tens of microseconds, or as long as its
@@ -288,7 +289,7 @@ fn dispatch(
     }
     if tag == "exec_once" {
         let key = items.get(2).ok_or("missing config")?.clone();
-        let config = SessionConfig::from_value(&key)?;
+        let config = Arc::new(DecodedConfig::from_value(key)?);
         let script: String = arg(items, 3)?;
         let ticket = ExecTicket::new();
         ONE_SHOTS.lock().insert(id, Arc::downgrade(&ticket));
@@ -297,7 +298,7 @@ fn dispatch(
         });
         let reply = reply_to(id, frames);
         if let Some(outcome) =
-            session::exec_once_job(config, key, script, ticket, reply, Some(on_end), || {})
+            session::exec_once_job(config, script, ticket, reply, Some(on_end), || {})
         {
             reply_to(id, frames).finish(&outcome);
         }

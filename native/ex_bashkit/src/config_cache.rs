@@ -1,0 +1,106 @@
+//! Session configurations decoded once, remembered by their term.
+//!
+//! `ExBashkit.exec/1` passes the configuration of a default session, a map
+//! of some fifty keys, on every call, and `Session.new/1` one per session.
+//! Decoding it copies out about a hundred atom names into a `Value` tree
+//! and builds the `SessionConfig` from that: 9 % of the dirty scheduler's
+//! time in a loop of `ExBashkit.exec("echo hi")` (`perf`, 2026-11-26). The
+//! default configuration is one persistent term on the Elixir side, so the
+//! same term comes again and again: the last few configurations are kept
+//! with a copy of their term, and a term identical to one of them (the
+//! VM's exact comparison, no allocation) reuses its decoding.
+//!
+//! Only configurations built from memory alone are kept
+//! ([`warm::eligible`]): they are small, and they are the ones a caller
+//! passes many times. One carrying files, mounts or builtins is decoded
+//! each time, as before.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use rustler::env::{OwnedEnv, SavedTerm};
+use rustler::Term;
+
+use crate::error::NifResult;
+use crate::options::SessionConfig;
+use crate::value::{FromValue, Value};
+use crate::warm;
+
+/// Configurations remembered at once (the most recently used first).
+const KEPT: usize = 4;
+
+/// A session configuration as Elixir sent it (`key`, what the pre-built
+/// interpreters of `warm.rs` are matched by) and as the core reads it.
+pub struct DecodedConfig {
+    pub key: Value,
+    pub config: Arc<SessionConfig>,
+}
+
+impl DecodedConfig {
+    /// Decode a configuration received as a `Value` (the worker's path).
+    pub fn from_value(key: Value) -> Result<Self, String> {
+        let config = Arc::new(SessionConfig::from_value(&key)?);
+        Ok(Self { key, config })
+    }
+}
+
+/// A remembered configuration: its term, copied into an env of its own.
+struct Remembered {
+    env: OwnedEnv,
+    term: SavedTerm,
+    decoded: Arc<DecodedConfig>,
+}
+
+static RECENT: Mutex<Vec<Remembered>> = Mutex::new(Vec::new());
+
+/// The configuration `term` decodes to: remembered, or decoded now.
+pub fn decode(term: Term<'_>) -> NifResult<Arc<DecodedConfig>> {
+    if let Some(found) = recall(term) {
+        return Ok(found);
+    }
+    let decoded = Arc::new(DecodedConfig::from_value(Value::from_term(term)?)?);
+    if warm::eligible(&decoded.config) {
+        remember(term, &decoded);
+    }
+    Ok(decoded)
+}
+
+/// Where `term` is in `recent`, compared with the VM's exact comparison.
+fn position(recent: &[Remembered], term: Term<'_>) -> Option<usize> {
+    recent
+        .iter()
+        .position(|kept| kept.env.run(|env| kept.term.load(env) == term))
+}
+
+fn recall(term: Term<'_>) -> Option<Arc<DecodedConfig>> {
+    let mut recent = RECENT.lock();
+    let i = position(&recent, term)?;
+    let found = Arc::clone(&recent[i].decoded);
+    // Most recently used first: the search usually ends at the first one.
+    recent[..=i].rotate_right(1);
+    Some(found)
+}
+
+fn remember(term: Term<'_>, decoded: &Arc<DecodedConfig>) {
+    let env = OwnedEnv::new();
+    let saved = env.save(term);
+    let forgotten = {
+        let mut recent = RECENT.lock();
+        // Another thread decoding the same term may have come first.
+        if position(&recent, term).is_some() {
+            return;
+        }
+        recent.insert(
+            0,
+            Remembered {
+                env,
+                term: saved,
+                decoded: Arc::clone(decoded),
+            },
+        );
+        let kept = KEPT.min(recent.len());
+        recent.split_off(kept)
+    };
+    // Freed outside the lock.
+    drop(forgotten);
+}

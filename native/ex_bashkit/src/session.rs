@@ -445,7 +445,7 @@ pub fn exec(
 /// `ticket` cancels it (its caller died); `on_end` runs once it is over.
 /// Returns the outcome when it completed inline, like [`exec`].
 pub fn exec_once_job(
-    config: Arc<DecodedConfig>,
+    decoded: Arc<DecodedConfig>,
     script: String,
     ticket: Arc<ExecTicket>,
     reply: ReplyTo,
@@ -455,7 +455,7 @@ pub fn exec_once_job(
     let work = Box::pin(async move {
         let mut used = None;
         let outcome = guard::catch_future(async {
-            match warm::take_or_build(&config.key, &config.config) {
+            match warm::take_or_build(&decoded.key, &decoded.config) {
                 Ok(built) => {
                     let bash = used.insert(built.bash);
                     ticket.start(bash.cancellation_token(), built.interrupt);
@@ -731,7 +731,7 @@ fn new_handle(decoded: &DecodedConfig) -> NifResult<Handle> {
 
 #[rustler::nif(schedule = "DirtyIo")]
 fn session_new(config: Term) -> NifResult<Handle> {
-    new_handle(&*config_cache::decode(config)?)
+    config_cache::decode(config).and_then(|decoded| new_handle(&decoded))
 }
 
 /// `session_new/1` on the calling (normal) scheduler, for configurations
@@ -803,7 +803,7 @@ fn exec_once<'a>(
     pid: LocalPid,
     reference: Term<'a>,
 ) -> NifResult<Term<'a>> {
-    let config = config_cache::decode(config)?;
+    let decoded = config_cache::decode(config)?;
     let ticket = ExecTicket::new();
     let tracker = ResourceArc::new(OneShotResource {
         ticket: Arc::clone(&ticket),
@@ -819,7 +819,7 @@ fn exec_once<'a>(
     });
     let before_park = || *monitor.lock() = watched.monitor(Some(env), &pid);
     let reply = ReplyTo::new(Caller::process(pid, reference));
-    let run = || exec_once_job(config, script, ticket, reply, Some(on_end), before_park);
+    let run = || exec_once_job(decoded, script, ticket, reply, Some(on_end), before_park);
     Ok(match runner::with_nif_env(env, run) {
         Some(outcome) => Value::tuple([Value::atom("done"), outcome.to_value()]),
         None => Value::atom("ok"),

@@ -289,7 +289,7 @@ fn dispatch(
     }
     if tag == "exec_once" {
         let key = items.get(2).ok_or("missing config")?.clone();
-        let config = Arc::new(DecodedConfig::from_value(key)?);
+        let decoded = Arc::new(DecodedConfig::from_value(key)?);
         let script: String = arg(items, 3)?;
         let ticket = ExecTicket::new();
         ONE_SHOTS.lock().insert(id, Arc::downgrade(&ticket));
@@ -298,7 +298,7 @@ fn dispatch(
         });
         let reply = reply_to(id, frames);
         if let Some(outcome) =
-            session::exec_once_job(config, script, ticket, reply, Some(on_end), || {})
+            session::exec_once_job(decoded, script, ticket, reply, Some(on_end), || {})
         {
             reply_to(id, frames).finish(&outcome);
         }

@@ -33,6 +33,7 @@ mod reply;
 mod runner;
 mod runtime;
 mod runtime_mounts;
+mod script_shape;
 mod search;
 mod session;
 mod snapshot;

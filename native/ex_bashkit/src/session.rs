@@ -9,7 +9,7 @@
 //! them per session in arrival order; different sessions run in parallel.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -27,6 +27,7 @@ use crate::options::{self, SessionConfig};
 use crate::outcome::{ExecOutcome, Metrics, Partial, SharedPartial};
 use crate::reply::{Caller, Payload, ReplyTo, SharedCaller};
 use crate::runner;
+use crate::script_shape::{self, ScriptShape};
 use crate::value::{Bytes, FromValue, Value};
 use crate::watchdog::{self, ExecTicket};
 use crate::{from_map, guard, runtime, warm};
@@ -72,6 +73,11 @@ pub struct Session {
     /// ones (see `runtime_mounts.rs`). Changed only under the interpreter
     /// lock.
     pub host_mounts: Mutex<Vec<options::MountSpec>>,
+    /// No script of this session defined code (a function, alias or trap)
+    /// or ran something that could, and it was not restored from a
+    /// snapshot: its short scripts may run buffered (`script_shape.rs`).
+    /// Only ever cleared, under the interpreter lock.
+    plain: AtomicBool,
 }
 
 impl Drop for Session {
@@ -113,6 +119,7 @@ impl Session {
             channel,
             interrupt,
             host_mounts: Mutex::new(config.mounts.clone()),
+            plain: AtomicBool::new(plain_when_built(&config)),
             config,
         }))
     }
@@ -145,6 +152,25 @@ impl Session {
     /// The session's own filesystem layer (no system layer, no mounts).
     pub fn layer(&self) -> options::Layer {
         self.layer.read().clone()
+    }
+
+    /// How the script of `shape` runs on this session now: buffered when it
+    /// is short and the session plain. A script that may leave code behind
+    /// makes the session not plain first, whether it completes or not.
+    fn run_mode_for(&self, shape: ScriptShape) -> RunMode<'static> {
+        if !shape.keeps_session_plain {
+            self.forget_plain();
+        }
+        match shape.short && self.plain.load(Ordering::Relaxed) {
+            true => RunMode::Buffered,
+            false => RunMode::Live,
+        }
+    }
+
+    /// The session's shell state came from elsewhere (a snapshot): it may
+    /// hold code.
+    pub fn forget_plain(&self) {
+        self.plain.store(false, Ordering::Relaxed);
     }
 
     /// Whether a script is running on this session right now.
@@ -311,21 +337,50 @@ fn bashkit_options(call: &mut ExecCallOptions) -> ExecOptions {
 /// of consecutive commands into one chunk): it feeds `partial` and the
 /// caller. It does not yield, so it is never polled inline and holds its
 /// runner until it ends.
+/// Whether a session just built is plain (`Session::plain`). A command
+/// policy can hide a builtin that a short script names, which then resolves
+/// to a script file on `$PATH`: such sessions run every script live.
+fn plain_when_built(config: &SessionConfig) -> bool {
+    config.commands.is_none()
+}
+
+/// How a script is run by bashkit.
+enum RunMode<'a> {
+    /// Live execution (`Bash::execute`): it yields every 64 commands, so a
+    /// long script shares the runners.
+    Live,
+    /// Buffered execution with a per-command output callback (what was
+    /// written so far is kept for a failed exec's answer). It never yields:
+    /// only for short scripts (`script_shape.rs`), which would not yield
+    /// live either, and costs less than live execution.
+    Buffered,
+    /// Buffered, each command's output also sent to the caller as it comes
+    /// (`stream_to`, `stream/3`: one chunk per command, which live
+    /// execution's pipes would merge).
+    Streamed(&'a SharedCaller),
+}
+
 async fn run_script(
     bash: &mut Bash,
     script: &str,
     mut options: ExecOptions,
     partial: &SharedPartial,
-    stream: Option<&SharedCaller>,
+    mode: RunMode<'_>,
 ) -> bashkit::Result<ExecResult> {
-    if let Some(caller) = stream {
-        let caller = Arc::clone(caller);
+    let caller = match mode {
+        RunMode::Live => None,
+        RunMode::Buffered => Some(None),
+        RunMode::Streamed(caller) => Some(Some(Arc::clone(caller))),
+    };
+    if let Some(caller) = caller {
         let partial = Arc::clone(partial);
         options = options.streaming(Box::new(move |stdout, stderr| {
             if !stdout.is_empty() || !stderr.is_empty() {
                 partial.lock().push(stdout.as_bytes(), stderr.as_bytes());
-                let chunk = OutputChunk(stdout.as_bytes(), stderr.as_bytes());
-                caller.lock().send("ex_bashkit_output", &chunk);
+                if let Some(caller) = &caller {
+                    let chunk = OutputChunk(stdout.as_bytes(), stderr.as_bytes());
+                    caller.lock().send("ex_bashkit_output", &chunk);
+                }
             }
         }));
         return bash.exec_with_options(script, options).await;
@@ -409,9 +464,12 @@ pub fn exec(
                 false => None,
             };
             let options = bashkit_options(&mut call);
+            let mode = match call.stream {
+                true => RunMode::Streamed(&caller),
+                false => session.run_mode_for(script_shape::of(&script)),
+            };
             let metering = Metering::start(&bash);
-            let stream = call.stream.then_some(&caller);
-            let result = run_script(&mut bash, &script, options, &partial, stream).await;
+            let result = run_script(&mut bash, &script, options, &partial, mode).await;
             let metrics = metering.stop(&bash);
             let changes = match before {
                 Some(before) => Some(changes::diff(
@@ -460,9 +518,14 @@ pub fn exec_once_job(
                     let bash = used.insert(built.bash);
                     ticket.start(bash.cancellation_token(), built.interrupt);
                     let partial = Partial::shared();
+                    // A fresh default interpreter holds no code of its own.
+                    let mode = match script_shape::of(&script).short {
+                        true => RunMode::Buffered,
+                        false => RunMode::Live,
+                    };
                     let metering = Metering::start(bash);
                     let result =
-                        run_script(bash, &script, ExecOptions::new(), &partial, None).await;
+                        run_script(bash, &script, ExecOptions::new(), &partial, mode).await;
                     let metrics = metering.stop(bash);
                     ExecOutcome::new(result, None, metrics, &ticket, None, Some(&partial))
                 }
@@ -617,6 +680,9 @@ pub fn reset(op: Op, reply: ReplyTo) {
             *session.layer.write() = layer;
             *bash = fresh;
             *session.host_mounts.lock() = config.mounts.clone();
+            session
+                .plain
+                .store(plain_when_built(config), Ordering::Relaxed);
             Ok::<(), String>(())
         })
         .await;

@@ -192,6 +192,8 @@ pub fn restore(op: Op, bytes: impl SnapshotSource, key: Option<Vec<u8>>, reply: 
                 Ok(bash) => bash,
                 Err(message) => return Ok(Outcome::Error(message)),
             };
+            // A snapshot's shell state may hold functions, aliases, traps.
+            session.forget_plain();
             let layer = session.layer();
             let base = layer.base();
             let whiteouts = bytes.with(|data| {

@@ -1,0 +1,430 @@
+//! Which scripts can run without live execution, read from their syntax.
+//!
+//! Scripts run through bashkit's live execution (`Bash::execute`) because
+//! it is the only mode that yields to the runner: every 64 commands, which
+//! is how a long script shares the runners fairly (`runner.rs`). It costs
+//! more than buffered execution (`exec_with_options`) on every exec: two
+//! output pumps over pipes, a cancel watcher, and around each output write
+//! a budget `interval` whose first tick wakes tokio's timer driver about
+//! every other exec (bench/analysis.md measures it).
+//!
+//! A script that cannot reach 64 commands never yields in live execution
+//! either, so running it buffered changes nothing in how it shares the
+//! runners. This module says when that holds, from the script's syntax
+//! tree (bashkit's own parser):
+//!
+//! - [`ScriptShape::short`]: straight-line code (no loop, no function, no
+//!   background job) of at most [`MAX_COMMANDS`] commands, each a builtin
+//!   from [`SHORT_COMMANDS`] that runs no other code, with no command
+//!   substitution anywhere in its text. Such a script runs at most its
+//!   own commands, unless code defined by an *earlier* script (a function or
+//!   alias shadowing `echo`, a `DEBUG` trap, `set -x` with a `$(...)` in
+//!   `PS4`) runs with them: hence the second half.
+//! - [`ScriptShape::keeps_session_plain`]: the script defines no function,
+//!   alias or trap and runs nothing that could ([`RUNS_CODE`], a name built
+//!   at run time). A session all of whose scripts kept it plain has no code
+//!   of its own to run, and only such a session runs short scripts
+//!   buffered (`Session::plain`).
+//!
+//! Being wrong costs fairness, not safety: a script run buffered that turned
+//! out long would hold its runner (or dirty scheduler) until it ends, as one
+//! long command (a big `sort`) already does; timeouts, `cancel/1` and the
+//! limits still stop it, at its next command.
+
+use bashkit::parser::{Command, CompoundCommand, ListOperator, Parser, SimpleCommand, WordPart};
+
+/// Commands a short script may hold; live execution's first yield would
+/// come at the 64th.
+const MAX_COMMANDS: usize = 32;
+
+/// Longer scripts are not parsed twice (bashkit parses every script
+/// anyway); they run live and leave the session not plain.
+const MAX_SCRIPT_BYTES: usize = 64 * 1024;
+
+/// Text that runs code when expanded: command and process substitution, and
+/// `${x@P}` (prompt expansion, which runs a `$(...)` held in `x`'s value).
+/// Looked for anywhere in the script, quotes included: a false alarm only
+/// costs the fast path.
+const CODE_MARKERS: [&str; 5] = ["`", "$(", "<(", ">(", "@P"];
+
+/// bashkit builtins that act on their arguments, the filesystem and the
+/// shell's variables, and run no other command or code.
+const SHORT_COMMANDS: &[&str] = &[
+    ":",
+    "[",
+    "base64",
+    "basename",
+    "cat",
+    "cd",
+    "chmod",
+    "comm",
+    "cp",
+    "cut",
+    "date",
+    "declare",
+    "diff",
+    "dirname",
+    "du",
+    "echo",
+    "exit",
+    "export",
+    "false",
+    "fold",
+    "grep",
+    "head",
+    "hostname",
+    "id",
+    "jq",
+    "ln",
+    "local",
+    "ls",
+    "md5sum",
+    "mkdir",
+    "mv",
+    "nl",
+    "paste",
+    "printenv",
+    "printf",
+    "pwd",
+    "read",
+    "readlink",
+    "readonly",
+    "realpath",
+    "return",
+    "rev",
+    "rm",
+    "rmdir",
+    "seq",
+    "set",
+    "sha256sum",
+    "shift",
+    "sort",
+    "stat",
+    "tail",
+    "tee",
+    "test",
+    "touch",
+    "tr",
+    "true",
+    "typeset",
+    "uname",
+    "uniq",
+    "unset",
+    "wc",
+    "whoami",
+];
+
+/// Commands that define functions, aliases, traps or shell options, or run
+/// other commands or code (strings, files, callbacks): a script naming one
+/// leaves its session not plain. `set` is judged by its options
+/// ([`set_keeps_plain`]).
+const RUNS_CODE: &[&str] = &[
+    ".",
+    "alias",
+    "awk",
+    "bash",
+    "bind",
+    "builtin",
+    "command",
+    "compgen",
+    "complete",
+    "enable",
+    "env",
+    "eval",
+    "exec",
+    "fc",
+    "find",
+    "gawk",
+    "hash",
+    "make",
+    "man",
+    "mapfile",
+    "nice",
+    "nohup",
+    "parallel",
+    "readarray",
+    "retry",
+    "sed",
+    "sh",
+    "shopt",
+    "source",
+    "time",
+    "timeout",
+    "trap",
+    "unalias",
+    "watch",
+    "xargs",
+];
+
+/// `set -o` options a plain session may take: none changes what runs.
+const PLAIN_SET_OPTIONS: &[&str] = &["errexit", "nounset", "pipefail", "noglob", "noclobber"];
+
+/// What a script's syntax says about how it may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScriptShape {
+    /// Straight-line and short: it may run buffered on a plain session.
+    pub short: bool,
+    /// It leaves its session plain (see the module doc).
+    pub keeps_session_plain: bool,
+}
+
+impl ScriptShape {
+    const UNKNOWN: Self = Self {
+        short: false,
+        keeps_session_plain: false,
+    };
+}
+
+/// The shape of `script`.
+pub fn of(script: &str) -> ScriptShape {
+    if script.len() > MAX_SCRIPT_BYTES {
+        return ScriptShape::UNKNOWN;
+    }
+    let Ok(parsed) = Parser::new(script).parse() else {
+        return ScriptShape::UNKNOWN;
+    };
+    let code_in_text = CODE_MARKERS.iter().any(|m| script.contains(m));
+    let mut walk = Walk {
+        commands: 0,
+        straight: true,
+        plain: !code_in_text,
+    };
+    walk.commands(&parsed.commands);
+    ScriptShape {
+        short: walk.straight && walk.plain && walk.commands <= MAX_COMMANDS,
+        keeps_session_plain: walk.plain,
+    }
+}
+
+struct Walk {
+    commands: usize,
+    /// No loop, function or job: every command runs at most once.
+    straight: bool,
+    /// Nothing defines or runs code (see [`RUNS_CODE`]).
+    plain: bool,
+}
+
+impl Walk {
+    fn commands(&mut self, commands: &[Command]) {
+        for command in commands {
+            self.command(command);
+        }
+    }
+
+    fn command(&mut self, command: &Command) {
+        match command {
+            Command::Simple(simple) => self.simple(simple),
+            Command::Pipeline(pipeline) => self.commands(&pipeline.commands),
+            Command::List(list) => {
+                self.command(&list.first);
+                for (operator, command) in &list.rest {
+                    if *operator == ListOperator::Background {
+                        self.job();
+                    }
+                    self.command(command);
+                }
+            }
+            Command::Compound(compound, _) => self.compound(compound),
+            Command::Function(_) => {
+                self.straight = false;
+                self.plain = false;
+            }
+        }
+    }
+
+    fn compound(&mut self, compound: &CompoundCommand) {
+        match compound {
+            CompoundCommand::If(command) => {
+                self.commands(&command.condition);
+                self.commands(&command.then_branch);
+                for (condition, branch) in &command.elif_branches {
+                    self.commands(condition);
+                    self.commands(branch);
+                }
+                if let Some(branch) = &command.else_branch {
+                    self.commands(branch);
+                }
+            }
+            CompoundCommand::Subshell(body) | CompoundCommand::BraceGroup(body) => {
+                self.commands(body)
+            }
+            CompoundCommand::Case(command) => {
+                for item in &command.cases {
+                    self.commands(&item.commands);
+                }
+            }
+            CompoundCommand::Arithmetic(_) | CompoundCommand::Conditional(_) => self.commands += 1,
+            CompoundCommand::For(command) => {
+                self.straight = false;
+                self.commands(&command.body);
+            }
+            CompoundCommand::ArithmeticFor(command) => {
+                self.straight = false;
+                self.commands(&command.body);
+            }
+            CompoundCommand::Select(command) => {
+                self.straight = false;
+                self.commands(&command.body);
+            }
+            CompoundCommand::While(command) => {
+                self.straight = false;
+                self.commands(&command.condition);
+                self.commands(&command.body);
+            }
+            CompoundCommand::Until(command) => {
+                self.straight = false;
+                self.commands(&command.condition);
+                self.commands(&command.body);
+            }
+            // A job goes on beside later scripts; `time` runs a command.
+            CompoundCommand::Coproc(_) | CompoundCommand::Time(_) => self.job(),
+        }
+    }
+
+    fn job(&mut self) {
+        self.straight = false;
+        self.plain = false;
+    }
+
+    fn simple(&mut self, simple: &SimpleCommand) {
+        self.commands += 1;
+        let name = match simple.name.parts.as_slice() {
+            // Assignments alone.
+            [] => return,
+            parts => literal(parts),
+        };
+        let Some(name) = name else {
+            // A name built at run time may be anything.
+            self.job();
+            return;
+        };
+        if name.is_empty() {
+            // Assignments alone, as bashkit's parser writes them.
+            return;
+        }
+        if !SHORT_COMMANDS.contains(&name) {
+            self.straight = false;
+        }
+        let plain = match name {
+            "set" => set_keeps_plain(&simple.args),
+            name => !RUNS_CODE.contains(&name),
+        };
+        if !plain {
+            self.job();
+        }
+    }
+}
+
+/// The text of a word made of literal text only.
+fn literal(parts: &[WordPart]) -> Option<&str> {
+    match parts {
+        [WordPart::Literal(text)] => Some(text),
+        _ => None,
+    }
+}
+
+/// Whether `set ARGS` only sets options that change no code run (`set -e`,
+/// `set -euo pipefail`) or the positional parameters (`set -- a b`):
+/// `set -x` would run `PS4`'s expansions before every command.
+fn set_keeps_plain(args: &[bashkit::parser::Word]) -> bool {
+    let mut args = args.iter().map(|arg| literal(&arg.parts));
+    while let Some(arg) = args.next() {
+        let Some(arg) = arg else { return false };
+        if arg == "--" || arg == "-" {
+            return true;
+        }
+        let Some(flags) = arg.strip_prefix('-').or_else(|| arg.strip_prefix('+')) else {
+            // Positional parameters follow.
+            return true;
+        };
+        for flag in flags.chars() {
+            match flag {
+                'e' | 'u' | 'f' | 'C' => {}
+                'o' => match args.next() {
+                    Some(Some(name)) if PLAIN_SET_OPTIONS.contains(&name) => {}
+                    _ => return false,
+                },
+                _ => return false,
+            }
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(script: &str) -> (bool, bool) {
+        let shape = of(script);
+        (shape.short, shape.keeps_session_plain)
+    }
+
+    #[test]
+    fn straight_line_builtins_are_short() {
+        for script in [
+            "echo hi",
+            "cd /tmp && ls -la | head -5; echo done > /tmp/x; cat /tmp/x",
+            "x=1; export Y=$x; echo \"$x ${Y:-none}\" >&2",
+            "if [ -f /a ]; then cat /a; else echo missing; fi",
+            "[[ $x == 1 ]] && (( x += 1 )); case $x in 2) echo two ;; esac",
+            "set -euo pipefail; echo ok",
+            "{ echo a; echo b; } | sort",
+            "",
+        ] {
+            assert_eq!(shape(script), (true, true), "{script}");
+        }
+    }
+
+    #[test]
+    fn loops_and_other_commands_run_live_but_keep_the_session_plain() {
+        for script in [
+            "for i in 1 2 3; do echo $i; done",
+            "while true; do :; done",
+            "until false; do break; done",
+            "for ((i=0; i<3; i++)); do echo $i; done",
+            "sleep 1",
+            "python3 -c 'print(1)'",
+            "./run.sh",
+            "answer 42",
+        ] {
+            assert_eq!(shape(script), (false, true), "{script}");
+        }
+        let many = "echo x; ".repeat(MAX_COMMANDS + 1);
+        assert_eq!(shape(&many), (false, true));
+    }
+
+    #[test]
+    fn code_definitions_and_code_runners_leave_the_session_not_plain() {
+        for script in [
+            "f() { echo hi; }",
+            "function f { :; }",
+            "alias echo='while :; do :; done'",
+            "trap 'echo bye' EXIT",
+            "eval 'echo hi'",
+            "source /x.sh",
+            ". /x.sh",
+            "set -x",
+            "set -o xtrace",
+            "shopt -s extdebug",
+            "echo $(while :; do :; done)",
+            "echo `pwd`",
+            "cat <(echo hi)",
+            "x='$(pwd)'; echo ${x@P}",
+            "$cmd arg",
+            "sleep 10 &",
+            "xargs echo < /list",
+            "find / -exec echo {} \\;",
+            "bash -c 'echo hi'",
+            "if true; then unterminated",
+        ] {
+            assert_eq!(shape(script), (false, false), "{script}");
+        }
+    }
+
+    #[test]
+    fn an_oversized_script_is_not_parsed() {
+        let big = format!("echo {}", "x".repeat(MAX_SCRIPT_BYTES));
+        assert_eq!(of(&big), ScriptShape::UNKNOWN);
+    }
+}

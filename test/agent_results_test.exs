@@ -7,6 +7,19 @@ defmodule ExBashkit.AgentResultsTest do
   alias ExBashkit.{Error, Result, Session}
 
   describe "structured errors keep the partial output" do
+    test "a limit stops a short script and a loop alike, the output so far kept" do
+      # A short straight-line script runs buffered, a loop live
+      # (script_shape.rs): each keeps what ran before the stop.
+      for script <- ["echo a; echo b; echo c", "for i in a b c; do echo $i; done"] do
+        s = Session.new(limits: [max_commands: 2])
+
+        assert {:error, %Error{reason: :limit, limit: :max_commands, stdout: "a\n"}} =
+                 Session.exec(s, script)
+
+        assert {:ok, %Result{stdout: "alive\n"}} = Session.exec(s, "echo alive")
+      end
+    end
+
     test "a per-call timeout: reason :timeout, no limit key, the output so far" do
       s = Session.new()
 

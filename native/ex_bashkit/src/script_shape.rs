@@ -24,7 +24,9 @@
 //!   alias or trap and runs nothing that could ([`RUNS_CODE`], a name built
 //!   at run time). A session all of whose scripts kept it plain has no code
 //!   of its own to run, and only such a session runs short scripts
-//!   buffered (`Session::plain`).
+//!   buffered (`Session::plain`). Command and process substitutions do not
+//!   count: they run in a subshell, whose functions, aliases, traps and
+//!   options bashkit discards (checked against bashkit 0.20.2).
 //!
 //! Being wrong costs fairness, not safety: a script run buffered that turned
 //! out long would hold its runner (or dirty scheduler) until it ends, as one
@@ -183,11 +185,10 @@ pub fn of(script: &str) -> ScriptShape {
     let Ok(parsed) = Parser::new(script).parse() else {
         return ScriptShape::UNKNOWN;
     };
-    let code_in_text = CODE_MARKERS.iter().any(|m| script.contains(m));
     let mut walk = Walk {
         commands: 0,
-        straight: true,
-        plain: !code_in_text,
+        straight: !CODE_MARKERS.iter().any(|m| script.contains(m)),
+        plain: true,
     };
     walk.commands(&parsed.commands);
     ScriptShape {
@@ -198,7 +199,8 @@ pub fn of(script: &str) -> ScriptShape {
 
 struct Walk {
     commands: usize,
-    /// No loop, function or job: every command runs at most once.
+    /// No loop, function, job or substitution: every command runs at most
+    /// once, and none is hidden in a word.
     straight: bool,
     /// Nothing defines or runs code (see [`RUNS_CODE`]).
     plain: bool,
@@ -387,6 +389,12 @@ mod tests {
             "python3 -c 'print(1)'",
             "./run.sh",
             "answer 42",
+            // Substitutions run in a subshell: what they define is gone after.
+            "echo $(while :; do :; done)",
+            "echo `pwd`",
+            "cat <(echo hi)",
+            "x='$(pwd)'; echo ${x@P}",
+            "x=$(f() { :; }; alias echo=f)",
         ] {
             assert_eq!(shape(script), (false, true), "{script}");
         }
@@ -407,10 +415,6 @@ mod tests {
             "set -x",
             "set -o xtrace",
             "shopt -s extdebug",
-            "echo $(while :; do :; done)",
-            "echo `pwd`",
-            "cat <(echo hi)",
-            "x='$(pwd)'; echo ${x@P}",
             "$cmd arg",
             "sleep 10 &",
             "xargs echo < /list",

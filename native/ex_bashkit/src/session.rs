@@ -964,3 +964,37 @@ fn session_reset(
 fn session_info(env: Env, handle: Handle) -> Term {
     handle.session.info().to_term(env)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode(session: &Session, script: &str) -> &'static str {
+        match session.run_mode_for(script_shape::of(script)) {
+            RunMode::Live => "live",
+            RunMode::Buffered => "buffered",
+            RunMode::Streamed(_) => "streamed",
+        }
+    }
+
+    #[test]
+    fn short_scripts_run_buffered_until_the_session_may_hold_code() {
+        let config = Arc::new(SessionConfig::default());
+        let session = Session::new(config, &Value::bin(b"session tests")).unwrap();
+        assert_eq!(mode(&session, "echo hi"), "buffered");
+        // A loop runs live, and defines nothing.
+        assert_eq!(mode(&session, "for i in 1 2; do echo $i; done"), "live");
+        assert_eq!(mode(&session, "echo hi"), "buffered");
+        // A function could shadow `echo`: live from now on.
+        assert_eq!(mode(&session, "echo() { while :; do :; done; }"), "live");
+        assert_eq!(mode(&session, "echo hi"), "live");
+    }
+
+    #[test]
+    fn a_restored_session_runs_every_script_live() {
+        let config = Arc::new(SessionConfig::default());
+        let session = Session::new(config, &Value::bin(b"session tests")).unwrap();
+        session.forget_plain();
+        assert_eq!(mode(&session, "echo hi"), "live");
+    }
+}

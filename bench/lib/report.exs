@@ -138,10 +138,10 @@ defmodule Bench.Report do
 
     [
       {"`Session.exec(\"echo hi\")` median within 5 µs of raw bashkit's exec",
-       "#{fmt_ns(s_exec)} vs #{fmt_ns(raw_exec)}: +#{fmt_delta(s_exec, raw_exec)}, #{fmt_ratio(ratio(s_exec, raw_exec))}",
+       "#{fmt_ns(s_exec)} vs #{fmt_ns(raw_exec)}: #{fmt_signed_delta(s_exec, raw_exec)}, #{fmt_ratio(ratio(s_exec, raw_exec))}",
        check(s_exec, raw_exec, &(&1 - &2 <= 5_000))},
       {"`ExBashkit.exec(\"echo hi\")` median within 10 µs of raw new+exec",
-       "#{fmt_ns(once)} vs #{fmt_ns(raw_new_exec)}: +#{fmt_delta(once, raw_new_exec)}, #{fmt_ratio(ratio(once, raw_new_exec))}",
+       "#{fmt_ns(once)} vs #{fmt_ns(raw_new_exec)}: #{fmt_signed_delta(once, raw_new_exec)}, #{fmt_ratio(ratio(once, raw_new_exec))}",
        check(once, raw_new_exec, &(&1 - &2 <= 10_000))},
       {"≥ 100× faster than `System.cmd(\"bash\")` for `echo hi`",
        "bash #{fmt_ns(bash)} / `Session.exec` #{fmt_ns(s_exec)} = #{fmt_ratio(ratio(bash, s_exec))}" <>
@@ -205,7 +205,7 @@ defmodule Bench.Report do
     ping = stats(r, "ours/udp_ping.loaded")
     nested_ok = info(r, "ours/nested.ok")
     nested_ms = info(r, "ours/nested.ms")
-    plus = fn a, b -> "#{fmt_ns(a)} vs #{fmt_ns(b)}: +#{fmt_delta(a, b)}" end
+    plus = fn a, b -> "#{fmt_ns(a)} vs #{fmt_ns(b)}: #{fmt_signed_delta(a, b)}" end
     p99 = fn s -> if s, do: "p99 #{fmt_ns(s.p99)} (median #{fmt_ns(s.median)})", else: "–" end
 
     [
@@ -242,6 +242,12 @@ defmodule Bench.Report do
 
   defp fmt_delta(a, b) when is_number(a) and is_number(b), do: fmt_ns(a - b)
   defp fmt_delta(_, _), do: "–"
+
+  # `a - b` with its sign: "+1.20 µs", "−24.8 µs".
+  defp fmt_signed_delta(a, b) when is_number(a) and is_number(b) and a < b,
+    do: "−" <> fmt_ns(b - a)
+
+  defp fmt_signed_delta(a, b), do: "+" <> fmt_delta(a, b)
 
   defp mem(r, name) do
     case r[name] do
@@ -538,7 +544,7 @@ defmodule Bench.Report do
         "Every in-node exec is one dirty call; `echo hi` runs buffered in it.\n\n",
         "| | figure | goal it bounds |\n|---|---|---|\n",
         "| raw buffered `exec(\"echo hi\")` | #{fmt_ns(buffered)} | |\n",
-        "| raw live execution, same script | #{fmt_ns(live)} (+#{fmt_delta(live, buffered)}: what a script that may run long pays; upstream, see bench/analysis.md) | |\n",
+        "| raw live execution, same script | #{fmt_ns(live)} (#{fmt_signed_delta(live, buffered)}: what a script that may run long pays; upstream, see bench/analysis.md) | |\n",
         "| dirty no-op call, median | #{fmt_ns(noop)} | |\n",
         "| **floor of `Session.exec`** = buffered + dirty no-op | #{fmt_ns(exec_floor)} = raw + #{fmt_delta(exec_floor, buffered)}; measured #{fmt_ns(s_exec)} (#{fmt_delta(s_exec, exec_floor)} over the floor) | raw + 3 µs |\n",
         back_call_rows(raw_builtin, raw_builtin_thread, builtin, s_exec),

@@ -76,7 +76,7 @@ pub struct Session {
     /// No script of this session defined code (a function, alias or trap)
     /// or ran something that could, and it was not restored from a
     /// snapshot: its short scripts may run buffered (`script_shape.rs`).
-    /// Only ever cleared, under the interpreter lock.
+    /// Cleared under the interpreter lock; `reset` sets it again.
     plain: AtomicBool,
 }
 
@@ -167,8 +167,8 @@ impl Session {
         }
     }
 
-    /// The session's shell state came from elsewhere (a snapshot): it may
-    /// hold code.
+    /// The session may hold code from now on: a script that could define
+    /// some ran, or a snapshot's shell state was restored.
     pub fn forget_plain(&self) {
         self.plain.store(false, Ordering::Relaxed);
     }
@@ -321,22 +321,6 @@ fn bashkit_options(call: &mut ExecCallOptions) -> ExecOptions {
     out
 }
 
-/// Run `script` through bashkit's live execution (`Bash::execute`): it
-/// yields every 64 commands, which lets the runner (`runner.rs`) move a long
-/// script off the submitting thread and share runner threads fairly.
-///
-/// Output is collected by our own sinks into `partial` rather than by
-/// bashkit's `capture`, which would allocate (and reserve from the exec's
-/// live-memory budget) both output caps up front on every exec; the caps
-/// still bound what is delivered and set the `*_truncated` flags. A failed
-/// exec (timeout, cancel, a limit) so keeps what the script wrote before it
-/// stopped, and a completed one takes its output from there.
-///
-/// A streamed exec (`stream`) runs the buffered way instead, whose output
-/// callback fires once per command (live execution's pipes merge the output
-/// of consecutive commands into one chunk): it feeds `partial` and the
-/// caller. It does not yield, so it is never polled inline and holds its
-/// runner until it ends.
 /// Whether a session just built is plain (`Session::plain`). A command
 /// policy can hide a builtin that a short script names, which then resolves
 /// to a script file on `$PATH`: such sessions run every script live.
@@ -360,6 +344,21 @@ enum RunMode<'a> {
     Streamed(&'a SharedCaller),
 }
 
+/// Run `script` the way `mode` says.
+///
+/// Live, it yields every 64 commands, which lets the runner (`runner.rs`)
+/// move a long script off the submitting thread and share runner threads
+/// fairly. Its output is collected by our own sinks into `partial` rather
+/// than by bashkit's `capture`, which would allocate (and reserve from the
+/// exec's live-memory budget) both output caps up front on every exec; the
+/// caps still bound what is delivered and set the `*_truncated` flags. A
+/// failed exec (timeout, cancel, a limit) so keeps what the script wrote
+/// before it stopped, and a completed one takes its output from there.
+///
+/// Buffered and streamed, bashkit's output callback fires once per command
+/// and feeds `partial` (and, streamed, the caller); the result's output is
+/// bashkit's own. Neither yields: a streamed exec is never polled inline
+/// and holds its runner until it ends, a buffered one is short.
 async fn run_script(
     bash: &mut Bash,
     script: &str,

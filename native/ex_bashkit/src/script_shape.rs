@@ -33,7 +33,10 @@
 //! long command (a big `sort`) already does; timeouts, `cancel/1` and the
 //! limits still stop it, at its next command.
 
-use bashkit::parser::{Command, CompoundCommand, ListOperator, Parser, SimpleCommand, WordPart};
+use bashkit::parser::{
+    ArithmeticForCommand, Command, CompoundCommand, ForCommand, ListOperator, Parser,
+    SelectCommand, SimpleCommand, UntilCommand, WhileCommand, WordPart,
+};
 
 /// Commands a short script may hold; live execution's first yield would
 /// come at the 64th.
@@ -256,27 +259,23 @@ impl Walk {
                 }
             }
             CompoundCommand::Arithmetic(_) | CompoundCommand::Conditional(_) => self.commands += 1,
-            CompoundCommand::For(command) => {
+            // Loops: what their bodies run decides whether the session
+            // stays plain.
+            CompoundCommand::For(ForCommand { body, .. })
+            | CompoundCommand::ArithmeticFor(ArithmeticForCommand { body, .. })
+            | CompoundCommand::Select(SelectCommand { body, .. }) => {
                 self.straight = false;
-                self.commands(&command.body);
+                self.commands(body);
             }
-            CompoundCommand::ArithmeticFor(command) => {
+            CompoundCommand::While(WhileCommand {
+                condition, body, ..
+            })
+            | CompoundCommand::Until(UntilCommand {
+                condition, body, ..
+            }) => {
                 self.straight = false;
-                self.commands(&command.body);
-            }
-            CompoundCommand::Select(command) => {
-                self.straight = false;
-                self.commands(&command.body);
-            }
-            CompoundCommand::While(command) => {
-                self.straight = false;
-                self.commands(&command.condition);
-                self.commands(&command.body);
-            }
-            CompoundCommand::Until(command) => {
-                self.straight = false;
-                self.commands(&command.condition);
-                self.commands(&command.body);
+                self.commands(condition);
+                self.commands(body);
             }
             // A job goes on beside later scripts; `time` runs a command.
             CompoundCommand::Coproc(_) | CompoundCommand::Time(_) => self.job(),

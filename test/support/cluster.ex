@@ -37,7 +37,13 @@ defmodule ExBashkit.Test.Cluster do
     :exit, _ -> :ok
   end
 
-  defp distribute! do
+  @doc false
+  # Make this VM a distributed node, once. `test_helper.exs` does it before
+  # any test file is compiled: a VM renamed while the compiler still ran
+  # (by the first test here or in `PeerNode` to need it) made the compiler's
+  # own calls fail with "no connection to nonode@nohost".
+  @spec distribute!() :: :ok
+  def distribute! do
     unless Node.alive?() do
       epmd = System.find_executable("epmd") || raise "epmd not found: cannot start distribution"
       {_, 0} = System.cmd(epmd, ["-daemon"], stderr_to_stdout: true)

@@ -4,9 +4,9 @@ defmodule ExBashkit.Test.Cluster do
   # VM made distributed (epmd started when needed) and `:peer` nodes on
   # 127.0.0.1 running the `:ex_bashkit` application from this VM's code path.
   #
-  # Unlike `ExBashkit.Test.PeerNode`, there is no fallback: these tests are
-  # about Erlang distribution (`:global`, links and monitors across nodes),
-  # so a VM that cannot become distributed fails them.
+  # A VM that cannot become distributed fails the suite at `test_helper.exs`:
+  # these tests are about Erlang distribution (`:global`, links and monitors
+  # across nodes), and `ExBashkit.Test.PeerNode` needs it too.
 
   @doc false
   # Start a peer node running `:ex_bashkit`; returns `{peer_pid, node}`.
@@ -40,8 +40,8 @@ defmodule ExBashkit.Test.Cluster do
   @doc false
   # Make this VM a distributed node, once. `test_helper.exs` does it before
   # any test file is compiled: a VM renamed while the compiler still ran
-  # (by the first test here or in `PeerNode` to need it) made the compiler's
-  # own calls fail with "no connection to nonode@nohost".
+  # (by the first test to need it) made the compiler's own calls fail with
+  # "no connection to nonode@nohost".
   @spec distribute!() :: :ok
   def distribute! do
     unless Node.alive?() do

@@ -2,21 +2,18 @@ defmodule ExBashkit.Test.PeerNode do
   @moduledoc false
   # A second BEAM node for tests that move data between nodes (snapshots).
   #
-  # `start/0` makes this VM distributed if it is not (starting epmd when
-  # needed) and boots a peer on 127.0.0.1 with this VM's code path, so the
-  # peer loads the same compiled app and NIF. If distribution cannot be
-  # started here, it falls back to a peer driven over stdio: still a separate
-  # VM that receives terms in the external format, just not over Erlang
-  # distribution. `call/4` hides the difference. The peer is not linked to
-  # the caller (stop it with `stop/1`, e.g. in `on_exit`); it ends with this
-  # VM in any case, as its control connection goes.
+  # `start/0` boots a peer on 127.0.0.1 with this VM's code path, so the
+  # peer loads the same compiled app and NIF; this VM is distributed from
+  # `test_helper.exs` on (`ExBashkit.Test.Cluster.distribute!/0`). The peer
+  # is not linked to the caller (stop it with `stop/1`, e.g. in `on_exit`);
+  # it ends with this VM in any case, as its control connection goes.
   #
   # The functions below `call/4` run ON the peer: test modules are compiled in
   # memory and do not exist there, while this module is on the code path.
 
   alias ExBashkit.Session
 
-  @type t :: %{pid: pid(), node: node() | nil}
+  @type t :: %{pid: pid(), node: node()}
 
   @doc false
   # `extra_args`: more command-line arguments for the peer's VM (charlists),
@@ -25,20 +22,17 @@ defmodule ExBashkit.Test.PeerNode do
   def start(extra_args \\ []) do
     args = Enum.flat_map(:code.get_path(), fn dir -> [~c"-pa", dir] end) ++ extra_args
 
-    if ensure_distributed() do
-      {:ok, pid, node} =
-        :peer.start(%{
-          name: :peer.random_name(),
-          host: ~c"127.0.0.1",
-          longnames: true,
-          args: args
-        })
+    :ok = ExBashkit.Test.Cluster.distribute!()
 
-      %{pid: pid, node: node}
-    else
-      {:ok, pid, _nonode} = :peer.start(%{connection: :standard_io, args: args})
-      %{pid: pid, node: nil}
-    end
+    {:ok, pid, node} =
+      :peer.start(%{
+        name: :peer.random_name(),
+        host: ~c"127.0.0.1",
+        longnames: true,
+        args: args
+      })
+
+    %{pid: pid, node: node}
   end
 
   @doc false
@@ -47,27 +41,7 @@ defmodule ExBashkit.Test.PeerNode do
 
   @doc false
   @spec call(t(), module(), atom(), list()) :: term()
-  def call(%{node: nil, pid: pid}, m, f, a), do: :peer.call(pid, m, f, a, 30_000)
   def call(%{node: node}, m, f, a), do: :erpc.call(node, m, f, a, 30_000)
-
-  defp ensure_distributed do
-    Node.alive?() or
-      (start_epmd() and
-         match?(
-           {:ok, _},
-           :net_kernel.start([
-             :"ex_bashkit_test_#{System.unique_integer([:positive])}@127.0.0.1",
-             :longnames
-           ])
-         ))
-  end
-
-  defp start_epmd do
-    case System.find_executable("epmd") do
-      nil -> false
-      epmd -> match?({_, 0}, System.cmd(epmd, ["-daemon"], stderr_to_stdout: true))
-    end
-  end
 
   # -- run on the peer ---------------------------------------------------------
 

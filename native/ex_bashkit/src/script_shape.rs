@@ -189,19 +189,20 @@ pub fn of(script: &str) -> ScriptShape {
         return ScriptShape::UNKNOWN;
     };
     let mut walk = Walk {
-        commands: 0,
+        count: 0,
         straight: !CODE_MARKERS.iter().any(|m| script.contains(m)),
         plain: true,
     };
     walk.commands(&parsed.commands);
     ScriptShape {
-        short: walk.straight && walk.plain && walk.commands <= MAX_COMMANDS,
+        short: walk.straight && walk.plain && walk.count <= MAX_COMMANDS,
         keeps_session_plain: walk.plain,
     }
 }
 
 struct Walk {
-    commands: usize,
+    /// Commands seen.
+    count: usize,
     /// No loop, function, job or substitution: every command runs at most
     /// once, and none is hidden in a word.
     straight: bool,
@@ -224,16 +225,13 @@ impl Walk {
                 self.command(&list.first);
                 for (operator, command) in &list.rest {
                     if *operator == ListOperator::Background {
-                        self.job();
+                        self.opaque();
                     }
                     self.command(command);
                 }
             }
             Command::Compound(compound, _) => self.compound(compound),
-            Command::Function(_) => {
-                self.straight = false;
-                self.plain = false;
-            }
+            Command::Function(_) => self.opaque(),
         }
     }
 
@@ -258,7 +256,7 @@ impl Walk {
                     self.commands(&item.commands);
                 }
             }
-            CompoundCommand::Arithmetic(_) | CompoundCommand::Conditional(_) => self.commands += 1,
+            CompoundCommand::Arithmetic(_) | CompoundCommand::Conditional(_) => self.count += 1,
             // Loops: what their bodies run decides whether the session
             // stays plain.
             CompoundCommand::For(ForCommand { body, .. })
@@ -278,17 +276,19 @@ impl Walk {
                 self.commands(body);
             }
             // A job goes on beside later scripts; `time` runs a command.
-            CompoundCommand::Coproc(_) | CompoundCommand::Time(_) => self.job(),
+            CompoundCommand::Coproc(_) | CompoundCommand::Time(_) => self.opaque(),
         }
     }
 
-    fn job(&mut self) {
+    /// Something that may run, or leave behind, code not in this text: a
+    /// function, a job, a name built at run time, a command that runs code.
+    fn opaque(&mut self) {
         self.straight = false;
         self.plain = false;
     }
 
     fn simple(&mut self, simple: &SimpleCommand) {
-        self.commands += 1;
+        self.count += 1;
         let name = match simple.name.parts.as_slice() {
             // Assignments alone.
             [] => return,
@@ -296,7 +296,7 @@ impl Walk {
         };
         let Some(name) = name else {
             // A name built at run time may be anything.
-            self.job();
+            self.opaque();
             return;
         };
         if name.is_empty() {
@@ -311,7 +311,7 @@ impl Walk {
             name => !RUNS_CODE.contains(&name),
         };
         if !plain {
-            self.job();
+            self.opaque();
         }
     }
 }

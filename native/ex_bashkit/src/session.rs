@@ -154,17 +154,19 @@ impl Session {
         self.layer.read().clone()
     }
 
-    /// How the script of `shape` runs on this session now: buffered when it
-    /// is short and the session plain. A script that may leave code behind
-    /// makes the session not plain first, whether it completes or not.
-    fn run_mode_for(&self, shape: ScriptShape) -> RunMode<'static> {
+    /// How `script` runs on this session now: buffered when it is short and
+    /// the session plain. A script that may leave code behind makes the
+    /// session not plain first, whether it completes or not. A session that
+    /// is not plain runs everything live: its scripts are not even parsed.
+    fn run_mode_for(&self, script: &str) -> RunMode<'static> {
+        if !self.plain.load(Ordering::Relaxed) {
+            return RunMode::Live;
+        }
+        let shape = script_shape::of(script);
         if !shape.keeps_session_plain {
             self.forget_plain();
         }
-        match shape.short && self.plain.load(Ordering::Relaxed) {
-            true => RunMode::Buffered,
-            false => RunMode::Live,
-        }
+        RunMode::for_plain(shape)
     }
 
     /// The session may hold code from now on: a script that could define
@@ -344,6 +346,17 @@ enum RunMode<'a> {
     Streamed(&'a SharedCaller),
 }
 
+impl RunMode<'static> {
+    /// The mode of a script of `shape` on an interpreter that holds no code
+    /// of its own.
+    fn for_plain(shape: ScriptShape) -> Self {
+        match shape.short {
+            true => RunMode::Buffered,
+            false => RunMode::Live,
+        }
+    }
+}
+
 /// Run `script` the way `mode` says.
 ///
 /// Live, it yields every 64 commands, which lets the runner (`runner.rs`)
@@ -367,23 +380,29 @@ async fn run_script(
     mode: RunMode<'_>,
 ) -> bashkit::Result<ExecResult> {
     let caller = match mode {
-        RunMode::Live => None,
-        RunMode::Buffered => Some(None),
-        RunMode::Streamed(caller) => Some(Some(Arc::clone(caller))),
+        RunMode::Live => return run_live(bash, script, options, partial).await,
+        RunMode::Buffered => None,
+        RunMode::Streamed(caller) => Some(Arc::clone(caller)),
     };
-    if let Some(caller) = caller {
-        let partial = Arc::clone(partial);
-        options = options.streaming(Box::new(move |stdout, stderr| {
-            if !stdout.is_empty() || !stderr.is_empty() {
-                partial.lock().push(stdout.as_bytes(), stderr.as_bytes());
-                if let Some(caller) = &caller {
-                    let chunk = OutputChunk(stdout.as_bytes(), stderr.as_bytes());
-                    caller.lock().send("ex_bashkit_output", &chunk);
-                }
+    let partial = Arc::clone(partial);
+    options = options.streaming(Box::new(move |stdout, stderr| {
+        if !stdout.is_empty() || !stderr.is_empty() {
+            partial.lock().push(stdout.as_bytes(), stderr.as_bytes());
+            if let Some(caller) = &caller {
+                let chunk = OutputChunk(stdout.as_bytes(), stderr.as_bytes());
+                caller.lock().send("ex_bashkit_output", &chunk);
             }
-        }));
-        return bash.exec_with_options(script, options).await;
-    }
+        }
+    }));
+    bash.exec_with_options(script, options).await
+}
+
+async fn run_live(
+    bash: &mut Bash,
+    script: &str,
+    options: ExecOptions,
+    partial: &SharedPartial,
+) -> bashkit::Result<ExecResult> {
     let result = bash
         .execute(script)
         .options(options)
@@ -465,7 +484,7 @@ pub fn exec(
             let options = bashkit_options(&mut call);
             let mode = match call.stream {
                 true => RunMode::Streamed(&caller),
-                false => session.run_mode_for(script_shape::of(&script)),
+                false => session.run_mode_for(&script),
             };
             let metering = Metering::start(&bash);
             let result = run_script(&mut bash, &script, options, &partial, mode).await;
@@ -518,10 +537,7 @@ pub fn exec_once_job(
                     ticket.start(bash.cancellation_token(), built.interrupt);
                     let partial = Partial::shared();
                     // A fresh default interpreter holds no code of its own.
-                    let mode = match script_shape::of(&script).short {
-                        true => RunMode::Buffered,
-                        false => RunMode::Live,
-                    };
+                    let mode = RunMode::for_plain(script_shape::of(&script));
                     let metering = Metering::start(bash);
                     let result =
                         run_script(bash, &script, ExecOptions::new(), &partial, mode).await;
@@ -786,17 +802,19 @@ fn unwatch_caller(handle: &Handle, id: u64) -> Box<dyn FnOnce() + Send> {
     })
 }
 
-fn new_handle(decoded: &DecodedConfig) -> NifResult<Handle> {
-    let config = Arc::clone(&decoded.config);
+/// A session for the configuration term `config` (decoded once per term:
+/// `config_cache.rs`).
+fn new_handle(config: Term) -> NifResult<Handle> {
+    let decoded = config_cache::decode(config)?;
     Ok(ResourceArc::new(SessionResource {
-        session: Session::new(config, &decoded.key)?,
+        session: Session::new(Arc::clone(&decoded.config), &decoded.key)?,
         callers: Mutex::new(Vec::new()),
     }))
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
 fn session_new(config: Term) -> NifResult<Handle> {
-    config_cache::decode(config).and_then(|decoded| new_handle(&decoded))
+    new_handle(config)
 }
 
 /// `session_new/1` on the calling (normal) scheduler, for configurations
@@ -806,7 +824,7 @@ fn session_new(config: Term) -> NifResult<Handle> {
 /// scheduler would add.
 #[rustler::nif]
 fn session_new_inline(env: Env, config: Term) -> NifResult<Handle> {
-    let handle = config_cache::decode(config).and_then(|decoded| new_handle(&decoded));
+    let handle = new_handle(config);
     // Tell the VM this call used part of its time slice (about 40 µs of 1 ms).
     rustler::schedule::consume_timeslice(env, 4);
     handle
@@ -969,7 +987,7 @@ mod tests {
     use super::*;
 
     fn mode(session: &Session, script: &str) -> &'static str {
-        match session.run_mode_for(script_shape::of(script)) {
+        match session.run_mode_for(script) {
             RunMode::Live => "live",
             RunMode::Buffered => "buffered",
             RunMode::Streamed(_) => "streamed",

@@ -136,7 +136,7 @@ pub fn eligible(config: &SessionConfig) -> bool {
 /// An interpreter for `config` (whose term is `key`): one built in advance
 /// if it is ready, else one built now. Either way, a configuration asked
 /// for again within [`MAX_AGE`] gets interpreters built in advance.
-pub fn take_or_build(key: &Value, config: &SessionConfig) -> Result<Prebuilt, String> {
+pub fn take_or_build(key: &Value, config: &Arc<SessionConfig>) -> Result<Prebuilt, String> {
     if !eligible(config) {
         return Prebuilt::build(config);
     }
@@ -174,12 +174,16 @@ fn drop_retired() {
     drop(batch);
 }
 
-fn take(key: &Value, config: &SessionConfig) -> Option<Prebuilt> {
+fn take(key: &Value, config: &Arc<SessionConfig>) -> Option<Prebuilt> {
     let now = Instant::now();
     let mut stale = Vec::new();
     let (taken, start_run) = {
         let mut shelves = SHELF_LIST.lock();
-        match shelves.iter_mut().position(|shelf| &shelf.key == key) {
+        // The configuration the shelf was made with (in the node, what
+        // `config_cache.rs` hands out again for the same term) is found
+        // without comparing the whole term.
+        let same = |shelf: &Shelf| Arc::ptr_eq(&shelf.config, config) || &shelf.key == key;
+        match shelves.iter().position(same) {
             Some(i) => {
                 let shelf = &mut shelves[i];
                 let recent = now.duration_since(shelf.last_asked) <= MAX_AGE;
@@ -206,7 +210,7 @@ fn take(key: &Value, config: &SessionConfig) -> Option<Prebuilt> {
                 }
                 shelves.push(Shelf {
                     key: key.clone(),
-                    config: Arc::new(config.clone()),
+                    config: Arc::clone(config),
                     last_asked: now,
                     asks: 1,
                     ready: Vec::new(),
@@ -301,7 +305,7 @@ mod tests {
     }
 
     /// Ask for `key` until an interpreter built in advance is handed out.
-    fn take_ready(key: &Value, config: &SessionConfig) -> Option<Prebuilt> {
+    fn take_ready(key: &Value, config: &Arc<SessionConfig>) -> Option<Prebuilt> {
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
             if let Some(prebuilt) = take(key, config) {
@@ -314,7 +318,7 @@ mod tests {
 
     #[test]
     fn a_configuration_asked_for_again_gets_one_built_in_advance() {
-        let config = SessionConfig::default();
+        let config = Arc::new(SessionConfig::default());
         let key = key("again");
         assert!(
             take(&key, &config).is_none(),
@@ -325,22 +329,22 @@ mod tests {
 
     #[test]
     fn each_interpreter_is_built_for_its_own_configuration() {
-        let config = SessionConfig {
+        let config = Arc::new(SessionConfig {
             env: vec![("WHO".into(), "first".into())],
             ..SessionConfig::default()
-        };
+        });
         let first = key("first");
         take(&first, &config);
         let mut built = take_ready(&first, &config).expect("built in advance").bash;
         // Another configuration never gets the first one's interpreters.
-        assert!(take(&key("second"), &SessionConfig::default()).is_none());
+        assert!(take(&key("second"), &Arc::new(SessionConfig::default())).is_none());
         let out = crate::runtime::block_on(built.exec("echo $WHO")).unwrap();
         assert_eq!(out.stdout, "first\n");
     }
 
     #[test]
     fn a_configuration_asked_for_often_gets_several_built_in_advance() {
-        let config = SessionConfig::default();
+        let config = Arc::new(SessionConfig::default());
         let key = key("often");
         for _ in 0..6 {
             take(&key, &config);
@@ -369,7 +373,7 @@ mod tests {
 
     #[test]
     fn what_nobody_takes_is_swept() {
-        let config = SessionConfig::default();
+        let config = Arc::new(SessionConfig::default());
         let key = key("swept");
         take(&key, &config);
         take(&key, &config);

@@ -101,6 +101,17 @@ impl Drop for RestoreNifEnv {
     }
 }
 
+/// Call `f` with the env of the exec NIF running on this thread, if one is
+/// (whether or not it polls a script right now).
+pub fn with_nif_env_here<R>(f: impl FnOnce(Option<Env<'_>>) -> R) -> R {
+    let env = NIF_ENV.with(Cell::get);
+    let marker = ();
+    // SAFETY: set by `with_nif_env` for exactly the duration of that NIF
+    // call, which is still on the stack below us; the `Env` does not escape
+    // `f`.
+    f((!env.is_null()).then(|| unsafe { Env::new(&marker, env) }))
+}
+
 /// Whether this thread polls a script inline under an exec NIF, whose env
 /// can send its messages ([`with_inline_env`]).
 pub fn sends_from_nif() -> bool {
@@ -293,6 +304,8 @@ pub fn drive<T: Send + 'static>(
         reply.dismiss();
         return Some(output);
     }
+    // From here on the reply is sent from other threads, or later.
+    reply.keep();
     before_park();
     let running = crate::runtime::ScriptCount::start();
     let job: Job = Box::pin(async move {

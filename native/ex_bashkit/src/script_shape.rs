@@ -28,10 +28,17 @@
 //!   count: they run in a subshell, whose functions, aliases, traps and
 //!   options bashkit discards (checked against bashkit 0.20.2).
 //!
+//! Parsing is most of what this costs (3–4 µs of a 64-session `echo hi`
+//! exec, `perf`), so each thread remembers the shapes of the last few
+//! scripts it read: agents and services repeat theirs (a status poll, a
+//! build step).
+//!
 //! Being wrong costs fairness, not safety: a script run buffered that turned
 //! out long would hold its runner (or dirty scheduler) until it ends, as one
 //! long command (a big `sort`) already does; timeouts, `cancel/1` and the
 //! limits still stop it, at its next command.
+
+use std::cell::RefCell;
 
 use bashkit::parser::{
     ArithmeticForCommand, Command, CompoundCommand, ForCommand, ListOperator, Parser,
@@ -45,6 +52,41 @@ const MAX_COMMANDS: usize = 32;
 /// Longer scripts are not parsed twice (bashkit parses every script
 /// anyway); they run live and leave the session not plain.
 const MAX_SCRIPT_BYTES: usize = 64 * 1024;
+
+/// Scripts up to this size have their shapes remembered, this many per
+/// thread.
+const RECENT_BYTES: usize = 512;
+const RECENT_SCRIPTS: usize = 8;
+
+thread_local! {
+    /// The last scripts this thread classified, and their shapes.
+    static RECENT: RefCell<Recent> = const { RefCell::new(Recent { scripts: Vec::new(), next: 0 }) };
+}
+
+/// A ring of the last [`RECENT_SCRIPTS`] scripts and their shapes.
+struct Recent {
+    scripts: Vec<(Box<str>, ScriptShape)>,
+    next: usize,
+}
+
+impl Recent {
+    fn find(&self, script: &str) -> Option<ScriptShape> {
+        self.scripts
+            .iter()
+            .find(|(known, _)| **known == *script)
+            .map(|(_, shape)| *shape)
+    }
+
+    fn remember(&mut self, script: &str, shape: ScriptShape) {
+        let entry = (Box::from(script), shape);
+        if self.scripts.len() < RECENT_SCRIPTS {
+            self.scripts.push(entry);
+        } else {
+            self.scripts[self.next] = entry;
+            self.next = (self.next + 1) % RECENT_SCRIPTS;
+        }
+    }
+}
 
 /// Text that runs code when expanded: command and process substitution, and
 /// `${x@P}` (prompt expansion, which runs a `$(...)` held in `x`'s value).
@@ -180,8 +222,21 @@ impl ScriptShape {
     };
 }
 
-/// The shape of `script`.
+/// The shape of `script`: remembered, or read from its syntax tree.
 pub fn of(script: &str) -> ScriptShape {
+    if script.len() > RECENT_BYTES {
+        return read(script);
+    }
+    if let Some(shape) = RECENT.with(|recent| recent.borrow().find(script)) {
+        return shape;
+    }
+    let shape = read(script);
+    RECENT.with(|recent| recent.borrow_mut().remember(script, shape));
+    shape
+}
+
+/// The shape of `script`, from its syntax tree.
+fn read(script: &str) -> ScriptShape {
     if script.len() > MAX_SCRIPT_BYTES {
         return ScriptShape::UNKNOWN;
     }
@@ -357,7 +412,10 @@ mod tests {
     use super::*;
 
     fn shape(script: &str) -> (bool, bool) {
-        let shape = of(script);
+        let shape = read(script);
+        // Asked again, the remembered shape is the same.
+        assert_eq!(of(script), shape, "{script}");
+        assert_eq!(of(script), shape, "{script}");
         (shape.short, shape.keeps_session_plain)
     }
 

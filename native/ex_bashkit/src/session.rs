@@ -851,7 +851,7 @@ fn session_exec<'a>(
     // The caller dying cancels the exec, once it no longer runs on the
     // caller's own call: an exec that completes inline needs no monitor.
     let before_park = || watch(env, &handle, &pid, id);
-    let reply = ReplyTo::new(Caller::process(pid, reference));
+    let reply = ReplyTo::new(Caller::in_nif(pid, reference));
     let session = Arc::clone(&handle.session);
     let run = || exec(session, id, script, call, reply, Some(on_end), before_park);
     Ok(match runner::with_nif_env(env, run) {
@@ -901,7 +901,7 @@ fn exec_once<'a>(
         }
     });
     let before_park = || *monitor.lock() = watched.monitor(Some(env), &pid);
-    let reply = ReplyTo::new(Caller::process(pid, reference));
+    let reply = ReplyTo::new(Caller::in_nif(pid, reference));
     let run = || exec_once_job(decoded, script, ticket, reply, Some(on_end), before_park);
     Ok(match runner::with_nif_env(env, run) {
         Some(outcome) => Value::tuple([Value::atom("done"), outcome.to_value()]),

@@ -107,6 +107,9 @@ impl Caller {
                     term: kept,
                 };
                 send_queued(env, pid, term, queued);
+            } else if matches!(reference, Reference::InNif { .. }) {
+                // Another call's ref: unusable here, and soon anywhere.
+                *reference = Reference::Closed;
             }
         }
     }
@@ -291,11 +294,12 @@ impl ReplyTo {
     }
 
     /// The request goes on past its NIF's return (see [`Caller::keep`]).
+    /// Without that NIF's env a ref still in it could not be copied: it is
+    /// closed rather than left to outlive the call.
     pub fn keep(&self) {
-        crate::runner::with_nif_env_here(|env| {
-            if let Some(env) = env {
-                self.caller.lock().keep(env);
-            }
+        crate::runner::with_nif_env_here(|env| match env {
+            Some(env) => self.caller.lock().keep(env),
+            None => self.caller.lock().close(None),
         });
     }
 

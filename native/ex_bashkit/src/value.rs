@@ -36,8 +36,8 @@ thread_local! {
 type AtomCache = HashMap<(usize, usize), rustler::Atom, BuildHasherDefault<AddressHasher>>;
 
 /// A multiply per word: the keys are two machine words that nobody outside
-/// this library chooses. The default SipHash was a third of the cache's
-/// time (`perf`).
+/// this library chooses. SipHash, the default, was 0.7 % of a 64-session
+/// `echo hi` exec's CPU (`perf`).
 #[derive(Default)]
 struct AddressHasher(u64);
 

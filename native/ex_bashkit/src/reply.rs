@@ -96,21 +96,10 @@ impl Caller {
     }
 
     /// The request goes on after its NIF returns: copy its ref out of `env`
-    /// (that NIF's) and send what was queued.
-    pub fn keep(&mut self, env: Env<'_>) {
+    /// (that NIF's) and send what was queued (see [`Reference::leave_nif`]).
+    pub fn keep(&mut self, env: Option<Env<'_>>) {
         if let Caller::Process { pid, reference } = self {
-            if let Some((term, queued)) = reference.take_in_nif(env) {
-                let saved = OwnedEnv::new();
-                let kept = saved.save(term);
-                *reference = Reference::Saved {
-                    env: saved,
-                    term: kept,
-                };
-                send_queued(env, pid, term, queued);
-            } else if matches!(reference, Reference::InNif { .. }) {
-                // Another call's ref: unusable here, and soon anywhere.
-                *reference = Reference::Closed;
-            }
+            reference.leave_nif(pid, env, true);
         }
     }
 
@@ -118,13 +107,7 @@ impl Caller {
     /// queued, with `env` (that NIF's, when there is one), and nothing after.
     pub fn close(&mut self, env: Option<Env<'_>>) {
         if let Caller::Process { pid, reference } = self {
-            let taken = env.and_then(|env| Some((env, reference.take_in_nif(env)?)));
-            if matches!(reference, Reference::InNif { .. }) {
-                *reference = Reference::Closed;
-            }
-            if let Some((env, (term, queued))) = taken {
-                send_queued(env, pid, term, queued);
-            }
+            reference.leave_nif(pid, env, false);
         }
     }
 
@@ -141,37 +124,32 @@ impl Caller {
                         // Without the NIF's env, refusing beats the panic
                         // `enif_send` would cause here.
                         return crate::runner::with_inline_env(|env| {
-                            let message = message(env, tag, ref_env, term, &value);
-                            env.send(pid, message).is_ok()
+                            env.send(pid, message(env, tag, load(env, ref_env, term), &value))
+                                .is_ok()
                         })
                         .unwrap_or(false);
                     }
                     OwnedEnv::new()
-                        .send_and_clear(pid, |env| message(env, tag, ref_env, term, &value))
+                        .send_and_clear(pid, |env| {
+                            message(env, tag, load(env, ref_env, term), &value)
+                        })
                         .is_ok()
                 }
-                Reference::InNif { env, term, queued } => {
+                Reference::InNif { .. } => {
                     // The NIF's own inline poll sends with its env; anyone
                     // else leaves the message for that NIF to send.
-                    let own = |nif: Env<'_>| nif.as_c_arg() as usize == *env;
+                    let value = payload.to_value();
                     let sent = crate::runner::with_inline_env(|nif| {
-                        own(nif).then(|| {
-                            // SAFETY: `term` belongs to `nif`, the env of the
-                            // NIF call running on this thread now.
-                            let reference = unsafe { Term::new(nif, *term) };
-                            let message = (
-                                Value::atom(tag).to_term(nif),
-                                reference,
-                                payload.to_value().to_term(nif),
-                            );
-                            nif.send(pid, message.encode(nif)).is_ok()
-                        })
+                        let reference = reference.in_nif(nif)?;
+                        Some(nif.send(pid, message(nif, tag, reference, &value)).is_ok())
                     })
                     .flatten();
-                    sent.unwrap_or_else(|| {
-                        queued.push((tag, payload.to_value()));
-                        true
-                    })
+                    if sent.is_none() {
+                        if let Reference::InNif { queued, .. } = reference {
+                            queued.push((tag, value));
+                        }
+                    }
+                    sent.unwrap_or(true)
                 }
                 Reference::Closed => false,
             },
@@ -184,50 +162,53 @@ impl Caller {
 }
 
 impl Reference {
-    /// The ref as a term of `env` and the queued messages, if the ref is
-    /// still `env`'s. Leaves `queued` empty.
-    fn take_in_nif<'e>(&mut self, env: Env<'e>) -> Option<(Term<'e>, Vec<(&'static str, Value)>)> {
+    /// The ref as a term of `env`, if it is still a term of that NIF call.
+    fn in_nif<'e>(&self, env: Env<'e>) -> Option<Term<'e>> {
         match self {
             Reference::InNif {
-                env: owner,
-                term,
-                queued,
+                env: owner, term, ..
             } if *owner == env.as_c_arg() as usize => {
                 // SAFETY: `term` belongs to `env`, whose NIF call is running.
-                let reference = unsafe { Term::new(env, *term) };
-                Some((reference, std::mem::take(queued)))
+                Some(unsafe { Term::new(env, *term) })
             }
             _ => None,
         }
     }
-}
 
-/// Send messages queued for `pid` while its ref was `reference` of `env`.
-fn send_queued(
-    env: Env<'_>,
-    pid: &LocalPid,
-    reference: Term<'_>,
-    queued: Vec<(&'static str, Value)>,
-) {
-    for (tag, payload) in queued {
-        let message = (
-            Value::atom(tag).to_term(env),
-            reference,
-            payload.to_term(env),
-        );
-        let _ = env.send(pid, message.encode(env));
+    /// Leave the NIF's env before the NIF returns: copied with `env` (that
+    /// NIF's) when `keep`, else closed, and what was queued sent with
+    /// `env`. A ref that cannot be copied (no env, another call's) is closed
+    /// and its queue dropped, never left to outlive its call.
+    fn leave_nif(&mut self, pid: &LocalPid, env: Option<Env<'_>>, keep: bool) {
+        let queued = match self {
+            Reference::InNif { queued, .. } => std::mem::take(queued),
+            _ => return,
+        };
+        let Some((env, reference)) = env.and_then(|env| Some((env, self.in_nif(env)?))) else {
+            *self = Reference::Closed;
+            return;
+        };
+        *self = match keep {
+            true => {
+                let saved = OwnedEnv::new();
+                let term = saved.save(reference);
+                Reference::Saved { env: saved, term }
+            }
+            false => Reference::Closed,
+        };
+        for (tag, payload) in queued {
+            let _ = env.send(pid, message(env, tag, reference, &payload));
+        }
     }
 }
 
+/// A saved ref as a term of `env`.
+fn load<'e>(env: Env<'e>, ref_env: &OwnedEnv, term: &SavedTerm) -> Term<'e> {
+    ref_env.run(|r| term.load(r).in_env(env))
+}
+
 /// `{tag, ref, payload}` built in `env`.
-fn message<'e>(
-    env: Env<'e>,
-    tag: &'static str,
-    ref_env: &OwnedEnv,
-    reference: &SavedTerm,
-    payload: &Value,
-) -> Term<'e> {
-    let reference = ref_env.run(|r| reference.load(r).in_env(env));
+fn message<'e>(env: Env<'e>, tag: &'static str, reference: Term<'e>, payload: &Value) -> Term<'e> {
     let tag = Value::atom(tag).to_term(env);
     (tag, reference, payload.to_term(env)).encode(env)
 }
@@ -294,13 +275,8 @@ impl ReplyTo {
     }
 
     /// The request goes on past its NIF's return (see [`Caller::keep`]).
-    /// Without that NIF's env a ref still in it could not be copied: it is
-    /// closed rather than left to outlive the call.
     pub fn keep(&self) {
-        crate::runner::with_nif_env_here(|env| match env {
-            Some(env) => self.caller.lock().keep(env),
-            None => self.caller.lock().close(None),
-        });
+        crate::runner::with_nif_env_here(|env| self.caller.lock().keep(env));
     }
 
     /// Send the final `{:ex_bashkit_reply, ref, outcome}`.

@@ -14,6 +14,7 @@ mod bashkit_errors;
 mod bombs;
 mod changes;
 mod config_cache;
+mod dirty;
 mod error;
 mod fs_api;
 mod guard;

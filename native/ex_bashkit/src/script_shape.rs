@@ -28,6 +28,16 @@
 //!   count: they run in a subshell, whose functions, aliases, traps and
 //!   options bashkit discards (checked against bashkit 0.20.2).
 //!
+//! - [`ScriptShape::quick`]: short, and made of nothing but the few
+//!   builtins of [`QUICK_COMMANDS`] and plain assignments, every word
+//!   literal text that no expansion can grow (no variable, glob, brace or
+//!   tilde), no redirection, no pipeline, no compound command. What such a
+//!   script does is bounded by its own text, plus a per-command cost that
+//!   grows with the session's variables (bashkit 0.20 walks its exported
+//!   environment on every builtin call): the exec NIF measures that cost on
+//!   each session and runs a quick script on the caller's own scheduler
+//!   when the measure says it fits (`session.rs`, `Session::quick_fits`).
+//!
 //! Parsing is most of what this costs (3–4 µs of a 64-session `echo hi`
 //! exec, `perf`), so each thread remembers the shapes of the last few
 //! scripts it read: agents and services repeat theirs (a status poll, a
@@ -161,6 +171,18 @@ const SHORT_COMMANDS: &[&str] = &[
     "whoami",
 ];
 
+/// Builtins whose cost is bounded by their literal arguments (none reads a
+/// file's contents, lists a directory, or prints the environment): the
+/// commands of a quick script.
+const QUICK_COMMANDS: &[&str] = &[
+    ":", "[", "basename", "cd", "dirname", "echo", "exit", "false", "mkdir", "pwd", "test",
+    "touch", "true", "unset",
+];
+
+/// Characters that make a literal word expand (globs, braces, a tilde):
+/// not in a quick script's words.
+const EXPANDING: &[char] = &['*', '?', '[', '{', '~'];
+
 /// Commands that define functions, aliases, traps or shell options, or run
 /// other commands or code (strings, files, callbacks): a script naming one
 /// leaves its session not plain. `set` is judged by its options
@@ -213,12 +235,18 @@ pub struct ScriptShape {
     pub short: bool,
     /// It leaves its session plain (see the module doc).
     pub keeps_session_plain: bool,
+    /// Short, and bounded by its own text (see the module doc).
+    pub quick: bool,
+    /// Its simple commands, assignments included.
+    pub commands: u32,
 }
 
 impl ScriptShape {
     const UNKNOWN: Self = Self {
         short: false,
         keeps_session_plain: false,
+        quick: false,
+        commands: 0,
     };
 }
 
@@ -247,11 +275,15 @@ fn read(script: &str) -> ScriptShape {
         count: 0,
         straight: !CODE_MARKERS.iter().any(|m| script.contains(m)),
         plain: true,
+        quick: true,
     };
     walk.commands(&parsed.commands);
+    let short = walk.straight && walk.plain && walk.count <= MAX_COMMANDS;
     ScriptShape {
-        short: walk.straight && walk.plain && walk.count <= MAX_COMMANDS,
+        short,
         keeps_session_plain: walk.plain,
+        quick: short && walk.quick,
+        commands: u32::try_from(walk.count).unwrap_or(u32::MAX),
     }
 }
 
@@ -263,6 +295,8 @@ struct Walk {
     straight: bool,
     /// Nothing defines or runs code (see [`RUNS_CODE`]).
     plain: bool,
+    /// Every command is one a quick script may hold ([`Walk::quick_simple`]).
+    quick: bool,
 }
 
 impl Walk {
@@ -275,7 +309,12 @@ impl Walk {
     fn command(&mut self, command: &Command) {
         match command {
             Command::Simple(simple) => self.simple(simple),
-            Command::Pipeline(pipeline) => self.commands(&pipeline.commands),
+            Command::Pipeline(pipeline) => {
+                // A pipeline's commands run in subshells, each a copy of
+                // the shell's state.
+                self.quick &= pipeline.commands.len() == 1 && !pipeline.negated;
+                self.commands(&pipeline.commands)
+            }
             Command::List(list) => {
                 self.command(&list.first);
                 for (operator, command) in &list.rest {
@@ -285,7 +324,10 @@ impl Walk {
                     self.command(command);
                 }
             }
-            Command::Compound(compound, _) => self.compound(compound),
+            Command::Compound(compound, _) => {
+                self.quick = false;
+                self.compound(compound)
+            }
             Command::Function(_) => self.opaque(),
         }
     }
@@ -344,6 +386,7 @@ impl Walk {
 
     fn simple(&mut self, simple: &SimpleCommand) {
         self.count += 1;
+        self.quick &= quick_simple(simple);
         let name = match simple.name.parts.as_slice() {
             // Assignments alone.
             [] => return,
@@ -369,6 +412,30 @@ impl Walk {
             self.opaque();
         }
     }
+}
+
+/// Whether `simple` is a command a quick script may hold: a builtin of
+/// [`QUICK_COMMANDS`] (or assignments alone), every word and assigned value
+/// literal and free of [`EXPANDING`] characters, no redirection.
+fn quick_simple(simple: &SimpleCommand) -> bool {
+    let name = match simple.name.parts.as_slice() {
+        [] => "",
+        parts => match literal(parts) {
+            Some(name) => name,
+            None => return false,
+        },
+    };
+    let fixed = |word: &bashkit::parser::Word| {
+        literal(&word.parts).is_some_and(|text| !text.contains(EXPANDING))
+    };
+    let assignments_fixed = simple.assignments.iter().all(|a| {
+        a.index.is_none()
+            && matches!(&a.value, bashkit::parser::AssignmentValue::Scalar(w) if fixed(w))
+    });
+    (name.is_empty() || QUICK_COMMANDS.contains(&name))
+        && simple.redirects.is_empty()
+        && assignments_fixed
+        && simple.args.iter().all(fixed)
 }
 
 /// The text of a word made of literal text only.
@@ -481,6 +548,50 @@ mod tests {
         ] {
             assert_eq!(shape(script), (false, false), "{script}");
         }
+    }
+
+    #[test]
+    fn quick_scripts_are_literal_builtins_bounded_by_their_text() {
+        for script in [
+            "echo hi",
+            "cd /tmp && pwd; echo 'a b' \"c\"",
+            "x=1; y='two words'; unset x",
+            "[ -d /tmp ] || mkdir -p /tmp/a/b; touch /tmp/a/f; test -f /tmp/a/f",
+            ": ; true; false; basename /a/b; dirname /a/b; exit 3",
+        ] {
+            let shape = read(script);
+            assert!(shape.quick && shape.short, "{script}");
+        }
+        assert_eq!(read("echo a; echo b; x=1").commands, 3);
+        for script in [
+            // An expansion can be as big as the session's variables.
+            "echo $HOME",
+            "echo \"${x}\"",
+            "x=$y",
+            // Globs and braces list directories or multiply words.
+            "echo /*",
+            "echo {1..100000}",
+            "echo ~",
+            "a[1]=x",
+            "a=(1 2)",
+            // Commands whose cost is their input's, not their text's.
+            "cat /big",
+            "printf '%99999999d' 1",
+            "export",
+            "seq 1 100000000",
+            // Redirections, pipelines, compound commands.
+            "echo hi > /f",
+            "echo hi | echo",
+            "! true",
+            "if true; then echo hi; fi",
+            "(echo hi)",
+            "{ echo hi; }",
+            "for i in 1; do echo; done",
+            "echo $(pwd)",
+        ] {
+            assert!(!read(script).quick, "{script}");
+        }
+        assert!(!read(&"echo x; ".repeat(MAX_COMMANDS + 1)).quick);
     }
 
     #[test]

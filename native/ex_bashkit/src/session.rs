@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use bashkit::{Bash, ExecOptions, ExecResult, FileSystem};
 use parking_lot::{Mutex, RwLock};
-use rustler::{Env, LocalPid, Monitor, ResourceArc, Term};
+use rustler::{Binary, Encoder, Env, LocalPid, Monitor, ResourceArc, Term};
 
 use crate::callbacks::CallbackChannel;
 use crate::changes;
@@ -30,7 +30,7 @@ use crate::runner;
 use crate::script_shape::{self, ScriptShape};
 use crate::value::{Bytes, FromValue, Value};
 use crate::watchdog::{self, ExecTicket};
-use crate::{from_map, guard, runtime, warm};
+use crate::{dirty, from_map, guard, runtime, warm};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 static NEXT_EXEC: AtomicU64 = AtomicU64::new(1);
@@ -78,7 +78,22 @@ pub struct Session {
     /// snapshot: its short scripts may run buffered (`script_shape.rs`).
     /// Cleared under the interpreter lock; `reset` sets it again.
     plain: AtomicBool,
+    /// What one command of this session's last exec cost, in nanoseconds,
+    /// when that exec was a quick script (`script_shape.rs`); 0 when
+    /// unknown. Any other exec, a reset or a restore makes it unknown: they
+    /// may have grown the state the cost depends on. Read by
+    /// [`Session::quick_fits`].
+    quick_cost_ns: AtomicU64,
 }
+
+/// Scripts longer than this are never run on a normal scheduler (nor
+/// parsed there).
+const QUICK_SCRIPT_BYTES: usize = 512;
+
+/// What a quick script may be expected to cost to run on a normal
+/// scheduler: a fifth of the 1 ms a NIF may take, leaving room for an
+/// estimate that is off (the OS can always preempt a thread).
+const QUICK_BUDGET_NS: u64 = 200_000;
 
 impl Drop for Session {
     fn drop(&mut self) {
@@ -120,6 +135,7 @@ impl Session {
             interrupt,
             host_mounts: Mutex::new(config.mounts.clone()),
             plain: AtomicBool::new(plain_when_built(&config)),
+            quick_cost_ns: AtomicU64::new(0),
             config,
         }))
     }
@@ -158,21 +174,53 @@ impl Session {
     /// the session plain. A script that may leave code behind makes the
     /// session not plain first, whether it completes or not. A session that
     /// is not plain runs everything live: its scripts are not even parsed.
-    fn run_mode_for(&self, script: &str) -> RunMode<'static> {
+    /// Also says whether the script is quick (its cost is then noted).
+    fn run_mode_for(&self, script: &str) -> (RunMode<'static>, bool) {
         if !self.plain.load(Ordering::Relaxed) {
-            return RunMode::Live;
+            return (RunMode::Live, false);
         }
         let shape = script_shape::of(script);
         if !shape.keeps_session_plain {
             self.forget_plain();
         }
-        RunMode::for_plain(shape)
+        (RunMode::for_plain(shape), shape.quick)
     }
 
     /// The session may hold code from now on: a script that could define
     /// some ran, or a snapshot's shell state was restored.
     pub fn forget_plain(&self) {
         self.plain.store(false, Ordering::Relaxed);
+        self.quick_cost_ns.store(0, Ordering::Relaxed);
+    }
+
+    /// Whether `script` may run on a normal scheduler: it is quick (its
+    /// work is bounded by its text, `script_shape.rs`), the session is plain
+    /// and mounts no host directory (a host filesystem can block), and its
+    /// commands at what this session's last quick exec paid per command fit
+    /// [`QUICK_BUDGET_NS`]. bashkit's per-command cost grows with the
+    /// session's exported variables (up to ~4 µs per thousand), which only
+    /// a script that is not quick can add many of: after one, the cost is
+    /// unknown and the next quick script runs on a dirty scheduler, which
+    /// measures it again.
+    pub fn quick_fits(&self, script: &str) -> bool {
+        if script.len() > QUICK_SCRIPT_BYTES || !self.plain.load(Ordering::Relaxed) {
+            return false;
+        }
+        let cost = self.quick_cost_ns.load(Ordering::Relaxed);
+        if cost == 0 || !self.host_mounts.lock().is_empty() {
+            return false;
+        }
+        let shape = script_shape::of(script);
+        shape.quick && cost.saturating_mul(u64::from(shape.commands.max(1))) <= QUICK_BUDGET_NS
+    }
+
+    /// Remember what an exec's commands cost, if it was quick; else forget.
+    fn note_cost(&self, quick: bool, metrics: &Metrics) {
+        let per_command = match quick {
+            true => (metrics.wall_time_us.saturating_mul(1000) / metrics.commands.max(1)).max(1),
+            false => 0,
+        };
+        self.quick_cost_ns.store(per_command, Ordering::Relaxed);
     }
 
     /// Whether a script is running on this session right now.
@@ -482,13 +530,14 @@ pub fn exec(
                 false => None,
             };
             let options = bashkit_options(&mut call);
-            let mode = match call.stream {
-                true => RunMode::Streamed(&caller),
+            let (mode, quick) = match call.stream {
+                true => (RunMode::Streamed(&caller), false),
                 false => session.run_mode_for(&script),
             };
             let metering = Metering::start(&bash);
             let result = run_script(&mut bash, &script, options, &partial, mode).await;
             let metrics = metering.stop(&bash);
+            session.note_cost(quick && !call.track_changes, &metrics);
             let changes = match before {
                 Some(before) => Some(changes::diff(
                     &before,
@@ -698,6 +747,7 @@ pub fn reset(op: Op, reply: ReplyTo) {
             session
                 .plain
                 .store(plain_when_built(config), Ordering::Relaxed);
+            session.quick_cost_ns.store(0, Ordering::Relaxed);
             Ok::<(), String>(())
         })
         .await;
@@ -830,14 +880,87 @@ fn session_new_inline(env: Env, config: Term) -> NifResult<Handle> {
     handle
 }
 
-/// Run `script`: on this dirty CPU scheduler first (`runner.rs`), so a
-/// short script answers as the NIF's return value, `{:done, id, outcome}`.
+/// Run `script`: where it was called when it is quick and fits
+/// (`runs_here`), else on a dirty CPU scheduler; there it is polled first
+/// (`runner.rs`), so a short script answers as the NIF's return value,
+/// `{:done, id, outcome}`.
 /// A script that waits or runs past its slice goes on on the runner pool and
 /// the call returns `{:ok, id}`; the answer then arrives as
 /// `{:ex_bashkit_reply, ref, outcome}`. `id` is the exec's id, for
 /// `session_cancel_exec/2`.
-#[rustler::nif(schedule = "DirtyCpu")]
+#[rustler::nif]
 fn session_exec<'a>(
+    env: Env<'a>,
+    handle: Term<'a>,
+    script: Term<'a>,
+    call: Term<'a>,
+    pid: Term<'a>,
+    reference: Term<'a>,
+) -> rustler::NifResult<Term<'a>> {
+    let args = [handle, script, call, pid, reference];
+    let session = &handle.decode::<Handle>()?.session;
+    if !runs_here(session, script, call) {
+        return Ok(dirty::to_dirty_cpu(
+            env,
+            c"session_exec",
+            session_exec_dirty,
+            &args,
+        ));
+    }
+    let started = Instant::now();
+    let answer = exec_nif(env, &args);
+    dirty::account(env, started);
+    answer
+}
+
+/// `session_exec` moved to a dirty CPU scheduler.
+unsafe extern "C" fn session_exec_dirty(
+    env: *mut rustler::sys::ErlNifEnv,
+    argc: i32,
+    argv: *const rustler::sys::ErlNifTerm,
+) -> rustler::sys::ErlNifTerm {
+    dirty::entry(env, argc, argv, exec_nif)
+}
+
+/// Whether `session_exec` may run `script` where it was called, on a normal
+/// scheduler: a script of at most 512 bytes with no stdin, no streaming, no
+/// change tracking, that the session says fits (`Session::quick_fits`).
+/// Looks at nothing bigger than that: a big script or stdin is not even
+/// copied here.
+fn runs_here(session: &Session, script: Term, call: Term) -> bool {
+    let Ok(script) = script.decode::<Binary>() else {
+        return false;
+    };
+    let no_stdin = call
+        .map_get(stdin())
+        .is_ok_and(|value| rustler::types::atom::nil() == value);
+    if script.len() > QUICK_SCRIPT_BYTES || !no_stdin {
+        return false;
+    }
+    let Ok(call) = Value::from_term(call).and_then(|v| ExecCallOptions::from_value(&v)) else {
+        return false;
+    };
+    !call.stream
+        && !call.track_changes
+        && std::str::from_utf8(&script).is_ok_and(|script| session.quick_fits(script))
+}
+
+rustler::atoms! { stdin }
+
+/// The body of `session_exec`, wherever it runs: `[handle, script, call,
+/// pid, ref]`. Arguments of the wrong type raise `badarg`, as rustler's
+/// decoding does; the answer is `{:ok, _}` or `{:error, message}`.
+fn exec_nif<'a>(env: Env<'a>, args: &[Term<'a>]) -> rustler::NifResult<Term<'a>> {
+    let [handle, script, call, pid, reference] = args else {
+        return Err(rustler::Error::BadArg);
+    };
+    let handle: Handle = handle.decode()?;
+    let script: String = script.decode()?;
+    let pid: LocalPid = pid.decode()?;
+    Ok(exec_answer(env, handle, script, *call, pid, *reference).encode(env))
+}
+
+fn exec_answer<'a>(
     env: Env<'a>,
     handle: Handle,
     script: String,
@@ -987,7 +1110,7 @@ mod tests {
     use super::*;
 
     fn mode(session: &Session, script: &str) -> &'static str {
-        match session.run_mode_for(script) {
+        match session.run_mode_for(script).0 {
             RunMode::Live => "live",
             RunMode::Buffered => "buffered",
             RunMode::Streamed(_) => "streamed",
@@ -1005,6 +1128,61 @@ mod tests {
         // A function could shadow `echo`: live from now on.
         assert_eq!(mode(&session, "echo() { while :; do :; done; }"), "live");
         assert_eq!(mode(&session, "echo hi"), "live");
+    }
+
+    fn run(session: &Arc<Session>, script: &str) -> ExecOutcome {
+        let frames = crate::reply::FrameWriter::new(Box::new(std::io::sink()));
+        let reply = ReplyTo::new(Caller::Port { id: 1, frames });
+        let call = ExecCallOptions::default();
+        exec(
+            Arc::clone(session),
+            1,
+            script.into(),
+            call,
+            reply,
+            None,
+            || {},
+        )
+        .expect("completes inline")
+    }
+
+    #[test]
+    fn a_quick_exec_measures_its_cost_and_any_other_forgets_it() {
+        let config = Arc::new(SessionConfig::default());
+        let session = Session::new(config, &Value::bin(b"session tests")).unwrap();
+        let cost = || session.quick_cost_ns.load(Ordering::Relaxed);
+        assert_eq!(cost(), 0);
+        run(&session, "echo hi");
+        assert!(cost() > 0);
+        // A script that is not quick may grow what each command costs.
+        run(&session, "for i in 1 2; do export V$i=x; done");
+        assert_eq!(cost(), 0);
+        run(&session, "cd /tmp");
+        assert!(cost() > 0);
+        session.forget_plain();
+        assert_eq!(cost(), 0);
+    }
+
+    #[test]
+    fn a_quick_script_fits_when_its_commands_at_the_measured_cost_fit_the_budget() {
+        let config = Arc::new(SessionConfig::default());
+        let session = Session::new(config, &Value::bin(b"session tests")).unwrap();
+        let measured = |wall_time_us| Metrics {
+            commands: 1,
+            wall_time_us,
+        };
+        // Nothing measured yet.
+        assert!(!session.quick_fits("echo hi"));
+        session.note_cost(true, &measured(20));
+        assert!(session.quick_fits("echo hi"));
+        assert!(session.quick_fits("cd /tmp; x=1; echo a b"));
+        assert!(!session.quick_fits("echo $x"));
+        assert!(!session.quick_fits(&format!("echo {}", "x".repeat(QUICK_SCRIPT_BYTES))));
+        session.note_cost(true, &measured(QUICK_BUDGET_NS / 1000 / 2));
+        assert!(session.quick_fits("echo a; echo b"));
+        assert!(!session.quick_fits("echo a; echo b; echo c"));
+        session.note_cost(false, &measured(20));
+        assert!(!session.quick_fits("echo hi"));
     }
 
     #[test]

@@ -34,9 +34,12 @@ defmodule ExBashkit.Session do
 
   ## Where scripts run
 
-  A script first runs inside the `exec/2` call, on a dirty CPU scheduler
-  and a large stack of its own, for at most 500 µs: a short script answers
-  right there, with no thread hand-off. A script that waits (a builtin,
+  A quick script (a few builtins such as `echo`, `cd` or `pwd` with literal
+  arguments, whose cost this session has measured to be small) runs inside
+  the `exec/2` call on the caller's own scheduler, as any short NIF does.
+  Any other script first runs inside the call on a dirty CPU scheduler for
+  at most 500 µs (either way on a large stack of its own): a short script
+  answers right there, with no thread hand-off. A script that waits (a builtin,
   `sleep`, the network) or runs longer moves to the library's runner
   threads (one per core, at a lower CPU priority than the VM's) and the
   answer comes as a message. A long script therefore holds no scheduler,

@@ -4,8 +4,10 @@
 //! # The inline fast path
 //! Handing every script to another thread costs two cross-thread wake-ups
 //! (5–11 µs in pure Rust, `bench/raw` group `handoff`), more than bashkit's
-//! own `echo hi`. So the thread that submits a script (a dirty CPU scheduler
-//! in the node) first polls the exec future itself, on a big stack of its own switched in with `corosensei` (the
+//! own `echo hi`. So the thread that submits a script (in the node, a dirty
+//! CPU scheduler, or the caller's own scheduler for a quick script that fits
+//! there: `session.rs`, `dirty.rs`) first polls the exec future itself, on
+//! a big stack of its own switched in with `corosensei` (the
 //! interpreter recurses deeply: a scheduler's small stack would overflow).
 //! If the future completes within [`SLICE`], the answer goes straight back
 //! (the NIF's return value): no thread hand-off, no message. A worker

@@ -898,19 +898,26 @@ fn session_exec<'a>(
     reference: Term<'a>,
 ) -> rustler::NifResult<Term<'a>> {
     let args = [handle, script, call, pid, reference];
-    let session = &handle.decode::<Handle>()?.session;
-    if !runs_here(session, script, call) {
+    let handle: Handle = handle.decode()?;
+    let Some(call) = runs_here(&handle.session, script, call) else {
         return Ok(dirty::to_dirty_cpu(
             env,
             c"session_exec",
             session_exec_dirty,
             &args,
         ));
-    }
+    };
     let started = Instant::now();
-    let answer = exec_nif(env, &args);
+    let answer = exec_answer(
+        env,
+        handle,
+        script.decode()?,
+        call,
+        pid.decode()?,
+        reference,
+    );
     dirty::account(env, started);
-    answer
+    Ok(answer.encode(env))
 }
 
 /// `session_exec` moved to a dirty CPU scheduler.
@@ -922,27 +929,24 @@ unsafe extern "C" fn session_exec_dirty(
     dirty::entry(env, argc, argv, exec_nif)
 }
 
-/// Whether `session_exec` may run `script` where it was called, on a normal
-/// scheduler: a script of at most 512 bytes with no stdin, no streaming, no
-/// change tracking, that the session says fits (`Session::quick_fits`).
-/// Looks at nothing bigger than that: a big script or stdin is not even
-/// copied here.
-fn runs_here(session: &Session, script: Term, call: Term) -> bool {
-    let Ok(script) = script.decode::<Binary>() else {
-        return false;
-    };
+/// The decoded call options when `session_exec` may run `script` where it
+/// was called, on a normal scheduler: a script of at most 512 bytes with no
+/// stdin, no streaming, no change tracking, that the session says fits
+/// (`Session::quick_fits`). Looks at nothing bigger than that: a big script
+/// or stdin is not even copied here.
+fn runs_here(session: &Session, script: Term, call: Term) -> Option<ExecCallOptions> {
+    let script = script.decode::<Binary>().ok()?;
     let no_stdin = call
         .map_get(stdin())
         .is_ok_and(|value| rustler::types::atom::nil() == value);
     if script.len() > QUICK_SCRIPT_BYTES || !no_stdin {
-        return false;
+        return None;
     }
-    let Ok(call) = Value::from_term(call).and_then(|v| ExecCallOptions::from_value(&v)) else {
-        return false;
-    };
-    !call.stream
+    let call = decode_call(call).ok()?;
+    let fits = !call.stream
         && !call.track_changes
-        && std::str::from_utf8(&script).is_ok_and(|script| session.quick_fits(script))
+        && std::str::from_utf8(&script).is_ok_and(|script| session.quick_fits(script));
+    fits.then_some(call)
 }
 
 rustler::atoms! { stdin }
@@ -957,18 +961,24 @@ fn exec_nif<'a>(env: Env<'a>, args: &[Term<'a>]) -> rustler::NifResult<Term<'a>>
     let handle: Handle = handle.decode()?;
     let script: String = script.decode()?;
     let pid: LocalPid = pid.decode()?;
-    Ok(exec_answer(env, handle, script, *call, pid, *reference).encode(env))
+    let answer =
+        decode_call(*call).and_then(|call| exec_answer(env, handle, script, call, pid, *reference));
+    Ok(answer.encode(env))
 }
 
+fn decode_call(call: Term) -> NifResult<ExecCallOptions> {
+    Ok(ExecCallOptions::from_value(&Value::from_term(call)?)?)
+}
+
+/// Run the exec; `{:done, id, outcome}` or `{:ok, id}` (see `session_exec`).
 fn exec_answer<'a>(
     env: Env<'a>,
     handle: Handle,
     script: String,
-    call: Term<'a>,
+    call: ExecCallOptions,
     pid: LocalPid,
     reference: Term<'a>,
 ) -> NifResult<Term<'a>> {
-    let call = ExecCallOptions::from_value(&Value::from_term(call)?)?;
     let id = next_exec_id();
     let on_end = unwatch_caller(&handle, id);
     // The caller dying cancels the exec, once it no longer runs on the

@@ -386,12 +386,12 @@ impl Walk {
 
     fn simple(&mut self, simple: &SimpleCommand) {
         self.count += 1;
-        self.quick &= quick_simple(simple);
         let name = match simple.name.parts.as_slice() {
-            // Assignments alone.
-            [] => return,
+            // Assignments alone (also written as an empty name, below).
+            [] => Some(""),
             parts => literal(parts),
         };
+        self.quick &= name.is_some_and(|name| quick_simple(name, simple));
         let Some(name) = name else {
             // A name built at run time may be anything.
             self.opaque();
@@ -414,17 +414,11 @@ impl Walk {
     }
 }
 
-/// Whether `simple` is a command a quick script may hold: a builtin of
-/// [`QUICK_COMMANDS`] (or assignments alone), every word and assigned value
-/// literal and free of [`EXPANDING`] characters, no redirection.
-fn quick_simple(simple: &SimpleCommand) -> bool {
-    let name = match simple.name.parts.as_slice() {
-        [] => "",
-        parts => match literal(parts) {
-            Some(name) => name,
-            None => return false,
-        },
-    };
+/// Whether `simple`, named `name` (empty for assignments alone), is a
+/// command a quick script may hold: a builtin of [`QUICK_COMMANDS`] (or
+/// assignments alone), every word and assigned value literal and free of
+/// [`EXPANDING`] characters, no redirection.
+fn quick_simple(name: &str, simple: &SimpleCommand) -> bool {
     let fixed = |word: &bashkit::parser::Word| {
         literal(&word.parts).is_some_and(|text| !text.contains(EXPANDING))
     };

@@ -823,18 +823,28 @@ pub fn watch_caller(
 }
 
 /// Add call `id` to `pid`'s calls, monitoring `pid` if this session does not
-/// yet. A caller that is already dead is not watched (its call runs to its
-/// end, unread).
+/// yet. A caller that is already dead (killed while its call's NIF ran: its
+/// `down` may even have come and gone) cannot be monitored: nobody will
+/// read the answer, so the call is cancelled, as `down` would have.
 fn watch(env: Env, handle: &Handle, pid: &LocalPid, id: u64) {
-    let mut callers = handle.callers.lock();
-    if let Some(caller) = callers.iter_mut().find(|c| c.pid == *pid) {
-        caller.calls.push(id);
-    } else if let Some(monitor) = handle.monitor(Some(env), pid) {
-        callers.push(WatchedCaller {
-            pid: *pid,
-            monitor,
-            calls: vec![id],
-        });
+    let watched = {
+        let mut callers = handle.callers.lock();
+        if let Some(caller) = callers.iter_mut().find(|c| c.pid == *pid) {
+            caller.calls.push(id);
+            true
+        } else if let Some(monitor) = handle.monitor(Some(env), pid) {
+            callers.push(WatchedCaller {
+                pid: *pid,
+                monitor,
+                calls: vec![id],
+            });
+            true
+        } else {
+            false
+        }
+    };
+    if !watched {
+        handle.session.cancel_exec(id);
     }
 }
 

@@ -127,6 +127,64 @@ defmodule ExBashkit.BuiltinsTest do
     end
   end
 
+  # A script of a session's own builtins and a few plain ones, with literal
+  # words, is quick: once a first exec has measured the session, such a
+  # script runs on the caller's scheduler, and so does the rest of it after
+  # each builtin answered (ARCHITECTURE.md, "The life of one back-call").
+  # Every exec after the first here takes that path.
+  describe "builtins in quick scripts" do
+    setup do
+      test_pid = self()
+
+      builtins = %{
+        "tag" => fn call -> {:ok, "<#{Enum.join(call.args, " ")}>"} end,
+        "big" => fn _ -> {:ok, String.duplicate("b", 200_000)} end,
+        "hang" => fn _ ->
+          send(test_pid, {:hanging, self()})
+          Process.sleep(:infinity)
+        end
+      }
+
+      s = Session.new(builtins: builtins, builtin_timeout_ms: 60_000)
+      assert run!(s, "tag first").stdout == "<first>"
+      %{s: s}
+    end
+
+    test "answers arrive in order, many times over", %{s: s} do
+      for i <- 1..50 do
+        assert %Result{stdout: out, exit_code: 3} =
+                 run!(s, "tag a #{i}; echo ' mid'; tag z; cd /tmp; tag; exit 3")
+
+        assert out == "<a #{i}> mid
+<z><>"
+      end
+
+      assert run!(s, "pwd").stdout == "/tmp
+"
+    end
+
+    test "an answer too big for a normal scheduler arrives whole", %{s: s} do
+      for _ <- 1..3 do
+        assert run!(s, "tag x; big; tag y").stdout ==
+                 "<x>" <> String.duplicate("b", 200_000) <> "<y>"
+      end
+    end
+
+    test "a per-call timeout and cancel/1 still stop a builtin that hangs", %{s: s} do
+      assert {:error, %ExBashkit.Error{reason: :timeout, stdout: "<a>"}} =
+               Session.exec(s, "tag a; hang; tag b", timeout_ms: 200)
+
+      assert_received {:hanging, _}
+      assert run!(s, "tag again").stdout == "<again>"
+
+      {:ok, ref} = Session.exec_async(s, "hang")
+      assert_receive {:hanging, _}, 5_000
+      assert Session.cancel(s, ref) == :ok
+      assert_receive {:ex_bashkit, ^ref, {:error, %ExBashkit.Error{reason: :cancelled}}}, 5_000
+      assert run!(s, "tag after").stdout == "<after>"
+    end
+  end
+
   describe "re-entry and nesting" do
     test "exec on the same session from its own builtin returns an error at once" do
       parent = self()

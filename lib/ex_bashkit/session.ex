@@ -34,9 +34,11 @@ defmodule ExBashkit.Session do
 
   ## Where scripts run
 
-  A quick script (a few builtins such as `echo`, `cd` or `pwd` with literal
-  arguments, whose cost this session has measured to be small) runs inside
-  the `exec/2` call on the caller's own scheduler, as any short NIF does.
+  A quick script (a few builtins such as `echo`, `cd` or `pwd`, or the
+  session's own `:builtins`, with literal arguments, whose cost this session
+  has measured to be small) runs inside the `exec/2` call on the caller's
+  own scheduler, as any short NIF does; so does the rest of it once a
+  custom builtin of its has answered.
   Any other script first runs inside the call on a dirty CPU scheduler for
   at most 500 µs (either way on a large stack of its own): a short script
   answers right there, with no thread hand-off. A script that waits (a builtin,

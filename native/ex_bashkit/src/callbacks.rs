@@ -24,7 +24,7 @@
 //!    `PENDING` and is dropped.
 //!
 //! Waiting is an `await` on the oneshot, on the runner pool (a script
-//! polled inline on a dirty scheduler is parked first, `runner.rs`): no BEAM
+//! polled inline by an exec NIF is parked first, `runner.rs`): no BEAM
 //! scheduler waits and a waiting script holds no thread, so a builtin that
 //! itself execs another session cannot starve a scheduler pool.
 //!
@@ -35,10 +35,13 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
+use std::time::Instant;
 
 use parking_lot::Mutex;
+use rustler::{Binary, Encoder, Env, NifResult, Term, TermType};
 use tokio::sync::oneshot;
 
+use crate::dirty;
 use crate::interrupt::Interrupt;
 use crate::reply::{Payload, SharedCaller};
 use crate::value::Value;
@@ -76,16 +79,33 @@ pub enum CallError {
 }
 
 static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
-static PENDING: LazyLock<Mutex<HashMap<u64, oneshot::Sender<Answer>>>> =
+static PENDING: LazyLock<Mutex<HashMap<u64, Waiter>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// A back-call waiting for its answer.
+struct Waiter {
+    answer: oneshot::Sender<Answer>,
+    /// Its script was polled on a normal scheduler (a quick script,
+    /// `runner::polls_on_normal_scheduler`): its answer may resume it on one.
+    quick: bool,
+}
 
 /// Hand `answer` to the back-call waiting under `call_id`. Returns false when
 /// nobody waits any more (timed out, or the exec ended).
 pub fn reply(call_id: u64, answer: Answer) -> bool {
     match PENDING.lock().remove(&call_id) {
-        Some(sender) => sender.send(answer).is_ok(),
+        Some(waiter) => waiter.answer.send(answer).is_ok(),
         None => false,
     }
+}
+
+/// Whether the back-call waiting under `call_id` was made by a quick script
+/// polled on a normal scheduler.
+fn made_by_quick_script(call_id: u64) -> bool {
+    PENDING
+        .lock()
+        .get(&call_id)
+        .is_some_and(|waiter| waiter.quick)
 }
 
 /// Removes the pending entry however the wait ends (answer, timeout, or the
@@ -119,6 +139,9 @@ pub struct CallbackChannel {
     target: Mutex<Option<SharedCaller>>,
     /// Raised by `cancel/1` and per-call timeouts: stop waiting for Elixir.
     interrupt: Arc<Interrupt>,
+    /// How long its back-calls have waited for their answers in all, in
+    /// nanoseconds: not the script's own cost (`Session::note_cost`).
+    waited_ns: AtomicU64,
 }
 
 impl CallbackChannel {
@@ -126,7 +149,13 @@ impl CallbackChannel {
         Arc::new(Self {
             target: Mutex::new(None),
             interrupt,
+            waited_ns: AtomicU64::new(0),
         })
+    }
+
+    /// How long its back-calls have waited for Elixir, in all (ns).
+    pub fn waited_ns(&self) -> u64 {
+        self.waited_ns.load(Ordering::Relaxed)
     }
 
     /// Route back-calls to `caller` until the returned guard is dropped.
@@ -141,6 +170,7 @@ impl CallbackChannel {
         // there, with the NIF's env, and parks while Elixir answers (nothing
         // wakes it before the answer). Anywhere else it moves to a runner
         // first: a BEAM thread without that env can send nothing.
+        let quick = crate::runner::polls_on_normal_scheduler();
         if !crate::runner::sends_from_nif() {
             crate::runner::leave_inline().await;
             if on_beam_thread() {
@@ -149,8 +179,8 @@ impl CallbackChannel {
         }
         let caller = self.target.lock().clone().ok_or(CallError::NoTarget)?;
         let call_id = NEXT_CALL.fetch_add(1, Ordering::Relaxed);
-        let (sender, receiver) = oneshot::channel();
-        PENDING.lock().insert(call_id, sender);
+        let (answer, receiver) = oneshot::channel();
+        PENDING.lock().insert(call_id, Waiter { answer, quick });
         let _pending = PendingGuard(call_id);
 
         let message = CallbackMessage { call_id, request };
@@ -158,7 +188,8 @@ impl CallbackChannel {
         if !delivered {
             return Err(CallError::CallerGone);
         }
-        tokio::select! {
+        let waiting = Instant::now();
+        let answered = tokio::select! {
             waited = receiver => match waited {
                 Ok(answer) => Ok(answer),
                 // The sender vanished without an answer: treat it as the
@@ -166,7 +197,10 @@ impl CallbackChannel {
                 Err(_) => Err(CallError::CallerGone),
             },
             _ = self.interrupt.wait() => Err(CallError::Interrupted),
-        }
+        };
+        let waited = u64::try_from(waiting.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.waited_ns.fetch_add(waited, Ordering::Relaxed);
+        answered
     }
 }
 
@@ -242,10 +276,44 @@ pub fn decode_answer(value: &Value) -> Option<Answer> {
 /// Answer back-call `call_id` with a term Elixir already normalized (see
 /// `decode_answer`). `true` if someone was still waiting.
 ///
-/// A dirty CPU NIF: a script parked on this back-call (`runner.rs`) goes on
-/// right here, for up to its slice, instead of waking a runner thread.
-#[rustler::nif(schedule = "DirtyCpu")]
-fn callback_reply(env: rustler::Env, call_id: u64, answer: rustler::Term) -> bool {
+/// Where it runs follows the script it answers, which goes on right here,
+/// for up to its slice, instead of waking a runner thread
+/// (`runner::answer_and_resume`): a quick script that was polled on a
+/// normal scheduler (and so made its back-call from there) stays on this
+/// one when the answer is small; anything else moves to a dirty CPU
+/// scheduler first, as `session_exec` does.
+#[rustler::nif]
+fn callback_reply<'a>(env: Env<'a>, call_id: Term<'a>, answer: Term<'a>) -> NifResult<Term<'a>> {
+    let id: u64 = call_id.decode()?;
+    if !(made_by_quick_script(id) && small_answer(answer, 0)) {
+        let args = [call_id, answer];
+        return Ok(dirty::to_dirty_cpu(
+            env,
+            c"callback_reply",
+            callback_reply_dirty,
+            &args,
+        ));
+    }
+    let started = Instant::now();
+    let answered = crate::runner::on_normal_scheduler(|| answer_call(env, id, answer));
+    dirty::account(env, started);
+    Ok(answered.encode(env))
+}
+
+/// `callback_reply` moved to a dirty CPU scheduler.
+unsafe extern "C" fn callback_reply_dirty(
+    env: *mut rustler::sys::ErlNifEnv,
+    argc: i32,
+    argv: *const rustler::sys::ErlNifTerm,
+) -> rustler::sys::ErlNifTerm {
+    dirty::entry(env, argc, argv, |env, args| match args {
+        [call_id, answer] => Ok(answer_call(env, call_id.decode()?, *answer).encode(env)),
+        _ => Err(rustler::Error::BadArg),
+    })
+}
+
+/// Hand the answer to its back-call and resume, here, the script it woke.
+fn answer_call(env: Env, call_id: u64, answer: Term) -> bool {
     let answer = Value::from_term(answer)
         .ok()
         .as_ref()
@@ -254,6 +322,28 @@ fn callback_reply(env: rustler::Env, call_id: u64, answer: rustler::Term) -> boo
             Answer::Failed("malformed answer from the builtin or virtual_fs handler".into())
         });
     crate::runner::answer_and_resume(env, || reply(call_id, answer))
+}
+
+/// Answers no bigger than this are decoded on a normal scheduler: copying
+/// them takes a few µs at most.
+const SMALL_ANSWER_BYTES: usize = 64 * 1024;
+
+/// Whether `answer` is small: atoms, integers and small binaries in a
+/// tuple or two (a command's output, a stat), no list (a directory
+/// listing may be long).
+fn small_answer(answer: Term, depth: u8) -> bool {
+    match answer.get_type() {
+        TermType::Atom | TermType::Integer => true,
+        TermType::Binary => answer
+            .decode::<Binary>()
+            .is_ok_and(|bytes| bytes.len() <= SMALL_ANSWER_BYTES),
+        TermType::Tuple if depth < 2 => {
+            rustler::types::tuple::get_tuple(answer).is_ok_and(|items| {
+                items.len() <= 4 && items.iter().all(|i| small_answer(*i, depth + 1))
+            })
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -284,8 +374,12 @@ mod tests {
 
     #[test]
     fn pending_entry_is_removed_when_the_wait_is_dropped() {
-        let (sender, _receiver) = oneshot::channel();
-        PENDING.lock().insert(42_000_000, sender);
+        let (answer, _receiver) = oneshot::channel();
+        let waiter = Waiter {
+            answer,
+            quick: false,
+        };
+        PENDING.lock().insert(42_000_000, waiter);
         drop(PendingGuard(42_000_000));
         assert!(!PENDING.lock().contains_key(&42_000_000));
     }

@@ -5,7 +5,9 @@
 //! An exec NIF decides where it runs from the script and the session
 //! (`session.rs`): a quick script on a session whose measured cost fits
 //! runs where it was called, as any short NIF does; anything else moves to a
-//! dirty scheduler with its arguments unchanged. rustler's `schedule`
+//! dirty scheduler with its arguments unchanged. `callback_reply`, which
+//! resumes the script it answers, follows the script (`callbacks.rs`).
+//! rustler's `schedule`
 //! attribute fixes a NIF's scheduler at load time, so the dirty half is an
 //! entry point of our own, [`entry`], that does what rustler's generated
 //! wrapper does (decode nothing, catch panics, encode the result).

@@ -29,10 +29,12 @@
 //! A future that waits stays where it is, in its own waker (`Parking`): it
 //! holds no thread and no runner task. Its first wake takes it out. When
 //! that wake is the answer to its back-call, handed over by the
-//! `callback_reply` NIF, the script goes on inline on that NIF's dirty
-//! scheduler ([`answer_and_resume`]) and its reply goes out from there: an
-//! answered back-call wakes no thread at all. Any other wake (a timer, a
-//! cancel, the session's lock) hands it to the runner pool.
+//! `callback_reply` NIF, the script goes on inline in that NIF
+//! ([`answer_and_resume`]) and its reply goes out from there: an answered
+//! back-call wakes no thread at all. That NIF runs where the script was
+//! polled: on a normal scheduler for a quick script polled on one
+//! ([`on_normal_scheduler`]), else on a dirty CPU scheduler. Any other wake
+//! (a timer, a cancel, the session's lock) hands it to the runner pool.
 //!
 //! A future that has more to do becomes a task of the runner pool: the
 //! runtime's worker threads, one per core, big stacks, at the lowest nice
@@ -84,6 +86,34 @@ thread_local! {
     static ANSWERED: RefCell<Option<Vec<Job>>> = const { RefCell::new(None) };
     /// The env of the exec NIF running on this thread ([`with_nif_env`]).
     static NIF_ENV: Cell<*mut ErlNifEnv> = const { Cell::new(std::ptr::null_mut()) };
+    /// Set while a NIF on a normal scheduler polls a quick script
+    /// ([`on_normal_scheduler`]).
+    static ON_NORMAL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Run `f`, a NIF body on a normal scheduler that polls a quick script
+/// (`session.rs`, `callbacks.rs`), known as such: a back-call the script
+/// makes is answered there too ([`polls_on_normal_scheduler`]).
+pub fn on_normal_scheduler<R>(f: impl FnOnce() -> R) -> R {
+    let previous = ON_NORMAL.with(|n| n.replace(true));
+    let _restore = RestoreOnNormal(previous);
+    f()
+}
+
+/// Puts back the flag [`on_normal_scheduler`] replaced, however `f` ends.
+struct RestoreOnNormal(bool);
+
+impl Drop for RestoreOnNormal {
+    fn drop(&mut self) {
+        ON_NORMAL.with(|n| n.set(self.0));
+    }
+}
+
+/// Whether this thread polls a quick script inline on a normal scheduler:
+/// the rest of such a script is quick too, so the answer to its back-call
+/// may resume it on a normal scheduler as well.
+pub fn polls_on_normal_scheduler() -> bool {
+    ON_NORMAL.with(Cell::get) && INLINE.with(Cell::get)
 }
 
 /// Run `f`, an exec NIF's body, with `env` known as that NIF's env: a
@@ -153,8 +183,7 @@ type Job = BoxFuture<()>;
 /// While the script is polled, a wake only marks it woken (the poll loop
 /// polls again). Once it is parked, the first wake takes it out: into the
 /// `callback_reply` NIF that answered its back-call, which resumes it on
-/// its own dirty scheduler ([`answer_and_resume`]), or else onto the runner
-/// pool. That spares a back-call's answer a runner's wake-up, and the
+/// its own thread ([`answer_and_resume`]), or else onto the runner pool. That spares a back-call's answer a runner's wake-up, and the
 /// script's reply then goes out from that NIF too.
 struct Parking {
     state: Mutex<Parked>,

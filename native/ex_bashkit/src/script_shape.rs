@@ -38,6 +38,12 @@
 //!   each session and runs a quick script on the caller's own scheduler
 //!   when the measure says it fits (`session.rs`, `Session::quick_fits`).
 //!
+//! A session's own commands (its custom builtins, [`OwnCommands`]) count
+//! as quick builtins: each is answered by an Elixir function, runs no shell
+//! code and leaves none behind, and what it costs here (a message out, the
+//! answer written) is measured with the rest; the time its script waits
+//! for Elixir holds no thread (`runner.rs`).
+//!
 //! Parsing is most of what this costs (3–4 µs of a 64-session `echo hi`
 //! exec, `perf`), so each thread remembers the shapes of the last few
 //! scripts it read: agents and services repeat theirs (a status poll, a
@@ -73,22 +79,23 @@ thread_local! {
     static RECENT: RefCell<Recent> = const { RefCell::new(Recent { scripts: Vec::new(), next: 0 }) };
 }
 
-/// A ring of the last [`RECENT_SCRIPTS`] scripts and their shapes.
+/// A ring of the last [`RECENT_SCRIPTS`] scripts, each with the key of the
+/// own commands it was read with, and their shapes.
 struct Recent {
-    scripts: Vec<(Box<str>, ScriptShape)>,
+    scripts: Vec<(Box<str>, u64, ScriptShape)>,
     next: usize,
 }
 
 impl Recent {
-    fn find(&self, script: &str) -> Option<ScriptShape> {
+    fn find(&self, script: &str, own: &OwnCommands) -> Option<ScriptShape> {
         self.scripts
             .iter()
-            .find(|(known, _)| **known == *script)
-            .map(|(_, shape)| *shape)
+            .find(|(known, key, _)| *key == own.key && **known == *script)
+            .map(|(_, _, shape)| *shape)
     }
 
-    fn remember(&mut self, script: &str, shape: ScriptShape) {
-        let entry = (Box::from(script), shape);
+    fn remember(&mut self, script: &str, own: &OwnCommands, shape: ScriptShape) {
+        let entry = (Box::from(script), own.key, shape);
         if self.scripts.len() < RECENT_SCRIPTS {
             self.scripts.push(entry);
         } else {
@@ -250,21 +257,62 @@ impl ScriptShape {
     };
 }
 
-/// The shape of `script`: remembered, or read from its syntax tree.
-pub fn of(script: &str) -> ScriptShape {
-    if script.len() > RECENT_BYTES {
-        return read(script);
+/// A session's own commands: the names of its custom builtins.
+#[derive(Debug, Default)]
+pub struct OwnCommands {
+    /// Tells apart, in the per-thread memory of shapes, scripts read with
+    /// different command sets: a hash of the names (0 for none), so that
+    /// sessions with the same builtins share what was read.
+    key: u64,
+    names: Vec<String>,
+}
+
+impl OwnCommands {
+    /// No commands of its own: a session without custom builtins, or a
+    /// fresh default interpreter.
+    pub const NONE: Self = Self {
+        key: 0,
+        names: Vec::new(),
+    };
+
+    pub fn new(names: &[String]) -> Self {
+        if names.is_empty() {
+            return Self::default();
+        }
+        let mut names = names.to_vec();
+        names.sort_unstable();
+        names.dedup();
+        let mut hasher = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(&names, &mut hasher);
+        Self {
+            key: std::hash::Hasher::finish(&hasher).max(1),
+            names,
+        }
     }
-    if let Some(shape) = RECENT.with(|recent| recent.borrow().find(script)) {
+
+    /// Whether `name` is one of them and nothing else already: a name
+    /// that runs code stays what [`RUNS_CODE`] says it is.
+    fn has(&self, name: &str) -> bool {
+        !RUNS_CODE.contains(&name) && self.names.iter().any(|own| own == name)
+    }
+}
+
+/// The shape of `script` on a session whose own commands are `own`:
+/// remembered, or read from its syntax tree.
+pub fn of(script: &str, own: &OwnCommands) -> ScriptShape {
+    if script.len() > RECENT_BYTES {
+        return read(script, own);
+    }
+    if let Some(shape) = RECENT.with(|recent| recent.borrow().find(script, own)) {
         return shape;
     }
-    let shape = read(script);
-    RECENT.with(|recent| recent.borrow_mut().remember(script, shape));
+    let shape = read(script, own);
+    RECENT.with(|recent| recent.borrow_mut().remember(script, own, shape));
     shape
 }
 
 /// The shape of `script`, from its syntax tree.
-fn read(script: &str) -> ScriptShape {
+fn read(script: &str, own: &OwnCommands) -> ScriptShape {
     if script.len() > MAX_SCRIPT_BYTES {
         return ScriptShape::UNKNOWN;
     }
@@ -272,6 +320,7 @@ fn read(script: &str) -> ScriptShape {
         return ScriptShape::UNKNOWN;
     };
     let mut walk = Walk {
+        own,
         count: 0,
         straight: !CODE_MARKERS.iter().any(|m| script.contains(m)),
         plain: true,
@@ -287,7 +336,9 @@ fn read(script: &str) -> ScriptShape {
     }
 }
 
-struct Walk {
+struct Walk<'a> {
+    /// The session's own commands.
+    own: &'a OwnCommands,
     /// Commands seen.
     count: usize,
     /// No loop, function, job or substitution: every command runs at most
@@ -299,7 +350,7 @@ struct Walk {
     quick: bool,
 }
 
-impl Walk {
+impl Walk<'_> {
     fn commands(&mut self, commands: &[Command]) {
         for command in commands {
             self.command(command);
@@ -391,7 +442,8 @@ impl Walk {
             [] => Some(""),
             parts => literal(parts),
         };
-        self.quick &= name.is_some_and(|name| quick_simple(name, simple));
+        let own = name.is_some_and(|name| self.own.has(name));
+        self.quick &= name.is_some_and(|name| quick_simple(name, own, simple));
         let Some(name) = name else {
             // A name built at run time may be anything.
             self.opaque();
@@ -401,7 +453,7 @@ impl Walk {
             // Assignments alone, as bashkit's parser writes them.
             return;
         }
-        if !SHORT_COMMANDS.contains(&name) {
+        if !SHORT_COMMANDS.contains(&name) && !own {
             self.straight = false;
         }
         let plain = match name {
@@ -415,10 +467,10 @@ impl Walk {
 }
 
 /// Whether `simple`, named `name` (empty for assignments alone), is a
-/// command a quick script may hold: a builtin of [`QUICK_COMMANDS`] (or
-/// assignments alone), every word and assigned value literal and free of
-/// [`EXPANDING`] characters, no redirection.
-fn quick_simple(name: &str, simple: &SimpleCommand) -> bool {
+/// command a quick script may hold: a builtin of [`QUICK_COMMANDS`], one of
+/// the session's own (`own`), or assignments alone, every word and assigned
+/// value literal and free of [`EXPANDING`] characters, no redirection.
+fn quick_simple(name: &str, own: bool, simple: &SimpleCommand) -> bool {
     let fixed = |word: &bashkit::parser::Word| {
         literal(&word.parts).is_some_and(|text| !text.contains(EXPANDING))
     };
@@ -426,7 +478,7 @@ fn quick_simple(name: &str, simple: &SimpleCommand) -> bool {
         a.index.is_none()
             && matches!(&a.value, bashkit::parser::AssignmentValue::Scalar(w) if fixed(w))
     });
-    (name.is_empty() || QUICK_COMMANDS.contains(&name))
+    (name.is_empty() || own || QUICK_COMMANDS.contains(&name))
         && simple.redirects.is_empty()
         && assignments_fixed
         && simple.args.iter().all(fixed)
@@ -473,10 +525,10 @@ mod tests {
     use super::*;
 
     fn shape(script: &str) -> (bool, bool) {
-        let shape = read(script);
+        let shape = read(script, &OwnCommands::NONE);
         // Asked again, the remembered shape is the same.
-        assert_eq!(of(script), shape, "{script}");
-        assert_eq!(of(script), shape, "{script}");
+        assert_eq!(of(script, &OwnCommands::NONE), shape, "{script}");
+        assert_eq!(of(script, &OwnCommands::NONE), shape, "{script}");
         (shape.short, shape.keeps_session_plain)
     }
 
@@ -553,10 +605,10 @@ mod tests {
             "[ -d /tmp ] || mkdir -p /tmp/a/b; touch /tmp/a/f; test -f /tmp/a/f",
             ": ; true; false; basename /a/b; dirname /a/b; exit 3",
         ] {
-            let shape = read(script);
+            let shape = read(script, &OwnCommands::NONE);
             assert!(shape.quick && shape.short, "{script}");
         }
-        assert_eq!(read("echo a; echo b; x=1").commands, 3);
+        assert_eq!(read("echo a; echo b; x=1", &OwnCommands::NONE).commands, 3);
         for script in [
             // An expansion can be as big as the session's variables.
             "echo $HOME",
@@ -583,14 +635,44 @@ mod tests {
             "for i in 1; do echo; done",
             "echo $(pwd)",
         ] {
-            assert!(!read(script).quick, "{script}");
+            assert!(!read(script, &OwnCommands::NONE).quick, "{script}");
         }
-        assert!(!read(&"echo x; ".repeat(MAX_COMMANDS + 1)).quick);
+        assert!(!read(&"echo x; ".repeat(MAX_COMMANDS + 1), &OwnCommands::NONE).quick);
+    }
+
+    #[test]
+    fn a_sessions_own_commands_are_quick_builtins() {
+        let own = OwnCommands::new(&["answer".into(), "lookup".into(), "eval".into()]);
+        for script in [
+            "answer",
+            "answer 42 'two words'; echo hi",
+            "cd /a && lookup x",
+        ] {
+            let shape = of(script, &own);
+            assert!(
+                shape.quick && shape.short && shape.keeps_session_plain,
+                "{script}"
+            );
+        }
+        // Read without them, the same text names unknown commands; and the
+        // shape remembered for one command set is not another's.
+        assert_eq!(shape("answer 42"), (false, true));
+        assert!(!of("answer 42", &OwnCommands::new(&["other".into()])).short);
+        for script in ["answer $x", "answer > /f", "answer | answer"] {
+            assert!(!of(script, &own).quick, "{script}");
+        }
+        // A name that runs code stays one.
+        assert!(!of("eval x", &own).keeps_session_plain);
+        assert_eq!(OwnCommands::new(&[]).key, 0);
+        assert_eq!(
+            OwnCommands::new(&["b".into(), "a".into()]).key,
+            OwnCommands::new(&["a".into(), "b".into(), "a".into()]).key
+        );
     }
 
     #[test]
     fn an_oversized_script_is_not_parsed() {
         let big = format!("echo {}", "x".repeat(MAX_SCRIPT_BYTES));
-        assert_eq!(of(&big), ScriptShape::UNKNOWN);
+        assert_eq!(of(&big, &OwnCommands::NONE), ScriptShape::UNKNOWN);
     }
 }

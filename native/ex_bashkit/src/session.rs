@@ -27,7 +27,7 @@ use crate::options::{self, SessionConfig};
 use crate::outcome::{ExecOutcome, Metrics, Partial, SharedPartial};
 use crate::reply::{Caller, Payload, ReplyTo, SharedCaller};
 use crate::runner;
-use crate::script_shape::{self, ScriptShape};
+use crate::script_shape::{self, OwnCommands, ScriptShape};
 use crate::value::{Bytes, FromValue, Value};
 use crate::watchdog::{self, ExecTicket};
 use crate::{dirty, from_map, guard, runtime, warm};
@@ -84,6 +84,8 @@ pub struct Session {
     /// may have grown the state the cost depends on. Read by
     /// [`Session::quick_fits`].
     quick_cost_ns: AtomicU64,
+    /// Its custom builtins, which its scripts' shapes count as builtins.
+    own_commands: OwnCommands,
 }
 
 /// Scripts longer than this are never run on a normal scheduler (nor
@@ -136,6 +138,7 @@ impl Session {
             host_mounts: Mutex::new(config.mounts.clone()),
             plain: AtomicBool::new(plain_when_built(&config)),
             quick_cost_ns: AtomicU64::new(0),
+            own_commands: OwnCommands::new(&config.builtins),
             config,
         }))
     }
@@ -179,7 +182,7 @@ impl Session {
         if !self.plain.load(Ordering::Relaxed) {
             return (RunMode::Live, false);
         }
-        let shape = script_shape::of(script);
+        let shape = script_shape::of(script, &self.own_commands);
         if !shape.keeps_session_plain {
             self.forget_plain();
         }
@@ -210,17 +213,29 @@ impl Session {
         if cost == 0 || !self.host_mounts.lock().is_empty() {
             return false;
         }
-        let shape = script_shape::of(script);
+        let shape = script_shape::of(script, &self.own_commands);
         shape.quick && cost.saturating_mul(u64::from(shape.commands.max(1))) <= QUICK_BUDGET_NS
     }
 
     /// Remember what an exec's commands cost, if it was quick; else forget.
-    fn note_cost(&self, quick: bool, metrics: &Metrics) {
+    /// The time its back-calls `waited` for Elixir is not theirs: the
+    /// script held no thread then.
+    fn note_cost(&self, quick: bool, metrics: &Metrics, waited: Duration) {
         let per_command = match quick {
-            true => (metrics.wall_time_us.saturating_mul(1000) / metrics.commands.max(1)).max(1),
+            true => {
+                let waited_us = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
+                let busy_us = metrics.wall_time_us.saturating_sub(waited_us);
+                (busy_us.saturating_mul(1000) / metrics.commands.max(1)).max(1)
+            }
             false => 0,
         };
         self.quick_cost_ns.store(per_command, Ordering::Relaxed);
+    }
+
+    /// How long this session's back-calls have waited for Elixir in all,
+    /// in nanoseconds.
+    fn waited_for_elixir(&self) -> u64 {
+        self.channel.as_ref().map_or(0, |c| c.waited_ns())
     }
 
     /// Whether a script is running on this session right now.
@@ -534,10 +549,12 @@ pub fn exec(
                 true => (RunMode::Streamed(&caller), false),
                 false => session.run_mode_for(&script),
             };
+            let waited = session.waited_for_elixir();
             let metering = Metering::start(&bash);
             let result = run_script(&mut bash, &script, options, &partial, mode).await;
             let metrics = metering.stop(&bash);
-            session.note_cost(quick && !call.track_changes, &metrics);
+            let waited = Duration::from_nanos(session.waited_for_elixir() - waited);
+            session.note_cost(quick && !call.track_changes, &metrics, waited);
             let changes = match before {
                 Some(before) => Some(changes::diff(
                     &before,
@@ -586,7 +603,7 @@ pub fn exec_once_job(
                     ticket.start(bash.cancellation_token(), built.interrupt);
                     let partial = Partial::shared();
                     // A fresh default interpreter holds no code of its own.
-                    let mode = RunMode::for_plain(script_shape::of(&script));
+                    let mode = RunMode::for_plain(script_shape::of(&script, &OwnCommands::NONE));
                     let metering = Metering::start(bash);
                     let result =
                         run_script(bash, &script, ExecOptions::new(), &partial, mode).await;
@@ -918,14 +935,9 @@ fn session_exec<'a>(
         ));
     };
     let started = Instant::now();
-    let answer = exec_answer(
-        env,
-        handle,
-        script.decode()?,
-        call,
-        pid.decode()?,
-        reference,
-    );
+    let (script, pid) = (script.decode()?, pid.decode()?);
+    let answer =
+        runner::on_normal_scheduler(|| exec_answer(env, handle, script, call, pid, reference));
     dirty::account(env, started);
     Ok(answer.encode(env))
 }
@@ -1193,15 +1205,19 @@ mod tests {
         };
         // Nothing measured yet.
         assert!(!session.quick_fits("echo hi"));
-        session.note_cost(true, &measured(20));
+        session.note_cost(true, &measured(20), Duration::ZERO);
         assert!(session.quick_fits("echo hi"));
         assert!(session.quick_fits("cd /tmp; x=1; echo a b"));
         assert!(!session.quick_fits("echo $x"));
         assert!(!session.quick_fits(&format!("echo {}", "x".repeat(QUICK_SCRIPT_BYTES))));
-        session.note_cost(true, &measured(QUICK_BUDGET_NS / 1000 / 2));
+        session.note_cost(true, &measured(QUICK_BUDGET_NS / 1000 / 2), Duration::ZERO);
         assert!(session.quick_fits("echo a; echo b"));
         assert!(!session.quick_fits("echo a; echo b; echo c"));
-        session.note_cost(false, &measured(20));
+        // Time spent waiting for Elixir's answers is not the commands' cost.
+        let waited = Duration::from_micros(QUICK_BUDGET_NS / 1000);
+        session.note_cost(true, &measured(QUICK_BUDGET_NS / 1000 + 20), waited);
+        assert!(session.quick_fits("echo a; echo b; echo c"));
+        session.note_cost(false, &measured(20), Duration::ZERO);
         assert!(!session.quick_fits("echo hi"));
     }
 

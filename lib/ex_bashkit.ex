@@ -59,10 +59,13 @@ defmodule ExBashkit do
     # A default session's configuration: the defaults live in Elixir only.
     config = Session.Options.parse_default!().native
 
-    with :ok <- Session.Exec.check_script(script),
-         {:ok, ref} <- Backend.exec_once(config, script, isolation, %{}) do
-      Callbacks.await(ref, Callbacks.no_callbacks())
-    else
+    submitted =
+      with :ok <- Session.Exec.check_script(script),
+           do: Backend.exec_once(config, script, isolation, %{})
+
+    case submitted do
+      {:ok, ref} -> Callbacks.await(ref, Callbacks.no_callbacks())
+      {:done, outcome} -> Callbacks.result(outcome)
       {:error, _} = error -> ExBashkit.Error.wrap(error)
     end
   end

@@ -15,7 +15,7 @@ defmodule ExBashkit.Backend do
   # process, so the wait also ends if that process dies (`Request.await/3`
   # matches the `:DOWN`).
 
-  alias ExBashkit.{Native, Worker, WorkerPool}
+  alias ExBashkit.{Callbacks, Native, Worker, WorkerPool}
 
   @typedoc "Where a session lives."
   @type location :: :in_node | {:process, atom(), pos_integer()}
@@ -78,25 +78,20 @@ defmodule ExBashkit.Backend do
   end
 
   @doc false
-  # Submit an exec; messages arrive tagged with the returned ref.
+  # Submit an exec; messages arrive tagged with the returned ref. An exec
+  # that completed within the call (in the node, the runner's inline fast
+  # path, `runner.rs`) is `{:done, id, outcome}` instead: nothing arrives.
   @spec exec(reference(), location(), String.t(), map(), map()) ::
-          {:ok, reference(), pos_integer()} | {:error, String.t()}
+          {:ok, reference(), pos_integer()}
+          | {:done, pos_integer(), Callbacks.outcome()}
+          | {:error, String.t()}
   def exec(resource, :in_node, script, call, _meta) do
     ref = make_ref()
 
-    # A short script completes within the NIF call (the runner's inline fast
-    # path, `runner.rs`): its answer is put in the mailbox as if it had come
-    # from an interpreter thread, so the waiting code is the same.
     case nif(fn -> Native.session_exec(resource, script, call, self(), ref) end) do
-      {:ok, {:done, id, outcome}} ->
-        send(self(), {:ex_bashkit_reply, ref, outcome})
-        {:ok, ref, id}
-
-      {:ok, {:ok, id}} ->
-        {:ok, ref, id}
-
-      {:error, _} = error ->
-        error
+      {:ok, {:done, id, outcome}} -> {:done, id, outcome}
+      {:ok, {:ok, id}} -> {:ok, ref, id}
+      {:error, _} = error -> error
     end
   end
 
@@ -110,23 +105,16 @@ defmodule ExBashkit.Backend do
 
   @doc false
   # `config` is a default session's native configuration (the core has no
-  # defaults of its own).
+  # defaults of its own). Answers like `exec/5`.
   @spec exec_once(map(), String.t(), :in_node | :process, map()) ::
-          {:ok, reference()} | {:error, String.t()}
+          {:ok, reference()} | {:done, Callbacks.outcome()} | {:error, String.t()}
   def exec_once(config, script, :in_node, _meta) do
     ref = make_ref()
 
-    # A short script completes within the NIF call (see exec/5).
     case Native.exec_once(config, script, self(), ref) do
-      {:ok, {:done, outcome}} ->
-        send(self(), {:ex_bashkit_reply, ref, outcome})
-        {:ok, ref}
-
-      {:ok, :ok} ->
-        {:ok, ref}
-
-      {:error, message} ->
-        {:error, message}
+      {:ok, {:done, outcome}} -> {:done, outcome}
+      {:ok, :ok} -> {:ok, ref}
+      {:error, message} -> {:error, message}
     end
   end
 

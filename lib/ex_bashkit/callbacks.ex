@@ -113,6 +113,15 @@ defmodule ExBashkit.Callbacks do
   @spec reentrant?(reference()) :: boolean()
   def reentrant?(resource), do: resource in Process.get(@chain_key, [])
 
+  @typedoc "A request's final answer, as the interpreter sends it."
+  @type outcome :: {:ok, Result.t()} | {:error, Error.t() | String.t()}
+
+  @doc false
+  # The final answer as `exec/3` returns it.
+  @spec result(outcome()) :: {:ok, Result.t()} | {:error, Error.t()}
+  def result({:ok, %Result{}} = ok), do: ok
+  def result({:error, _} = error), do: Error.wrap(error)
+
   @doc false
   # Wait for the final answer, handing output chunks to `on_output`.
   @spec await(reference(), context(), (binary(), binary() -> any())) ::
@@ -164,8 +173,7 @@ defmodule ExBashkit.Callbacks do
           {:output, binary(), binary()} | {:done, {:ok, Result.t()} | {:error, Error.t()}}
   def next(ref, context) do
     case event(ref, context) do
-      {:reply, {:ok, %Result{}} = ok} -> {:done, ok}
-      {:reply, {:error, _} = error} -> {:done, Error.wrap(error)}
+      {:reply, reply} -> {:done, result(reply)}
       {:down, reason} -> {:done, Error.wrap({:error, worker_down(reason)})}
       {:output, _stdout, _stderr} = output -> output
     end

@@ -36,6 +36,10 @@ defmodule ExBashkit.Session.Exec do
         on_submit.(id)
         Callbacks.await(ref, callback_context(session), on_output)
 
+      {:done, id, outcome} ->
+        on_submit.(id)
+        Callbacks.result(outcome)
+
       {:error, _} = error ->
         Error.wrap(error)
     end
@@ -55,7 +59,7 @@ defmodule ExBashkit.Session.Exec do
     # The exec is waited on (and its back-calls served) by a pump process,
     # so that a slow consumer cannot stall the script's builtins.
     cancel = &Backend.cancel_exec(session.resource, session.location, &1)
-    start = fn -> submit(session, script, %{call | stream: true}) end
+    start = fn -> session |> submit(script, %{call | stream: true}) |> to_mailbox() end
 
     Stream.resource(
       fn ->
@@ -103,6 +107,16 @@ defmodule ExBashkit.Session.Exec do
       Backend.exec(resource, session.location, script, call, meta)
     end
   end
+
+  # An exec that completed within its call, as if its answer had come by
+  # message: for a process that waits on the messages (`StreamPump`).
+  defp to_mailbox({:done, id, outcome}) do
+    ref = make_ref()
+    send(self(), {:ex_bashkit_reply, ref, outcome})
+    {:ok, ref, id}
+  end
+
+  defp to_mailbox(submitted), do: submitted
 
   # When the exec must be answered (for the worker's watchdog): the tighter
   # of the call's and the session's timeouts.

@@ -30,6 +30,19 @@ defmodule ExBashkit.WarmInterpretersTest do
     end
   end
 
+  test "quick one-shot execs, run on the caller's scheduler, each start fresh too" do
+    # Literal builtins only: once one has measured what a command costs,
+    # such scripts run within the call on an interpreter built in advance
+    # (`exec_once` in session.rs).
+    for i <- 1..100 do
+      file = "/tmp/q#{rem(i, 3)}"
+      assert {:ok, %Result{stdout: "/\n", exit_code: 1}} = ExBashkit.exec("pwd; test -e #{file}")
+
+      assert {:ok, %Result{stdout: "/tmp\n", exit_code: 0}} =
+               ExBashkit.exec("mkdir -p /tmp; touch #{file}; cd /tmp; x=1; pwd")
+    end
+  end
+
   test "a session gets an interpreter built for its own configuration" do
     # Alternating configurations, each asked for often enough to be built in
     # advance: a policy, a limit and the defaults must never be swapped.

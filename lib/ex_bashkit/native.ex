@@ -4,10 +4,11 @@ defmodule ExBashkit.Native do
   # arguments: every public entry point validates before calling them.
   #
   # Long work (scripts, anything that needs a session's interpreter) never
-  # runs inside a NIF call for long: `session_exec/5` runs a quick script on
-  # the caller's scheduler (bounded by its text and the session's measured
-  # cost, `Session::quick_fits`) and anything else, like `exec_once/4`, on a
-  # dirty CPU scheduler for at most a short slice; both return
+  # runs inside a NIF call for long: `session_exec/5` and `exec_once/4` run
+  # a quick script on the caller's scheduler (bounded by its text and a
+  # measured per-command cost, `session.rs`) and anything else on a dirty
+  # CPU scheduler for at most a short slice (`callback_reply/2` follows the
+  # script it resumes); both return
   # `{:done, ...}` when it completed there; otherwise they, like
   # `session_state/4` and `session_reset/4`, leave the work to the library's
   # runner threads and the answer arrives as `{:ex_bashkit_reply, ref,

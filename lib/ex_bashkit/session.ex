@@ -37,14 +37,15 @@ defmodule ExBashkit.Session do
   A quick script (a few builtins such as `echo`, `cd` or `pwd`, or the
   session's own `:builtins`, with literal arguments, whose cost this session
   has measured to be small) runs inside the `exec/2` call on the caller's
-  own scheduler, as any short NIF does; so does the rest of it once a
-  custom builtin of its has answered.
-  Any other script first runs inside the call on a dirty CPU scheduler for
-  at most 500 µs (either way on a large stack of its own): a short script
-  answers right there, with no thread hand-off. A script that waits (a builtin,
-  `sleep`, the network) or runs longer moves to the library's runner
-  threads (one per core, at a lower CPU priority than the VM's) and the
-  answer comes as a message. A long script therefore holds no scheduler,
+  own scheduler, as any short NIF does. Any other script first runs inside
+  the call on a dirty CPU scheduler for at most 500 µs (either way on a
+  large stack of its own): a short script answers right there, with no
+  thread hand-off. A script that waits (for a custom builtin, `sleep`, the
+  network) holds no thread meanwhile; a custom builtin's answer resumes it
+  right where the answer is handed over, on the caller's scheduler again
+  for a quick script. A script that runs longer moves to the library's
+  runner threads (one per core, at a lower CPU priority than the VM's) and
+  the answer comes as a message. A long script therefore holds no scheduler,
   deep recursion in a script cannot overflow a scheduler's stack, and
   CPU-bound scripts share the runners fairly (they yield every 64 commands)
   without stalling other sessions or the VM.

@@ -72,7 +72,9 @@ fn position(recent: &[Remembered], term: Term<'_>) -> Option<usize> {
         .position(|kept| kept.env.run(|env| kept.term.load(env) == term))
 }
 
-fn recall(term: Term<'_>) -> Option<Arc<DecodedConfig>> {
+/// The configuration `term` decodes to, if it is remembered: no decoding,
+/// one exact comparison per remembered term (for a normal scheduler).
+pub fn recall(term: Term<'_>) -> Option<Arc<DecodedConfig>> {
     let mut recent = RECENT.lock();
     let i = position(&recent, term)?;
     let found = Arc::clone(&recent[i].decoded);

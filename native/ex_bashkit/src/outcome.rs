@@ -25,6 +25,14 @@ pub struct Metrics {
     pub wall_time_us: u64,
 }
 
+impl Metrics {
+    /// What one command cost on average, in nanoseconds (at least 1: a
+    /// measured cost is never "unknown").
+    pub fn cost_per_command_ns(&self) -> u64 {
+        (self.wall_time_us.saturating_mul(1000) / self.commands.max(1)).max(1)
+    }
+}
+
 /// Output a running script has written so far, fed by bashkit's output
 /// sinks or its streaming callback (already capped at the session's
 /// `max_stdout_bytes` / `max_stderr_bytes`).

@@ -97,6 +97,19 @@ const QUICK_SCRIPT_BYTES: usize = 512;
 /// estimate that is off (the OS can always preempt a thread).
 const QUICK_BUDGET_NS: u64 = 200_000;
 
+/// Whether a script of `shape` is quick and its commands, at `cost_ns`
+/// each (0: unknown), fit [`QUICK_BUDGET_NS`].
+fn fits_budget(shape: ScriptShape, cost_ns: u64) -> bool {
+    let commands = u64::from(shape.commands.max(1));
+    cost_ns != 0 && shape.quick && cost_ns.saturating_mul(commands) <= QUICK_BUDGET_NS
+}
+
+/// What one command of the last quick `ExBashkit.exec/1` script cost, in
+/// nanoseconds, on a fresh interpreter (its first exec); 0 while unknown.
+/// One figure for the node, unlike a session's: every such script runs on
+/// an interpreter of its own, so none grows what the next one pays.
+static ONCE_QUICK_COST_NS: AtomicU64 = AtomicU64::new(0);
+
 impl Drop for Session {
     fn drop(&mut self) {
         LIVE.fetch_sub(1, Ordering::Relaxed);
@@ -213,8 +226,7 @@ impl Session {
         if cost == 0 || !self.host_mounts.lock().is_empty() {
             return false;
         }
-        let shape = script_shape::of(script, &self.own_commands);
-        shape.quick && cost.saturating_mul(u64::from(shape.commands.max(1))) <= QUICK_BUDGET_NS
+        fits_budget(script_shape::of(script, &self.own_commands), cost)
     }
 
     /// Remember what an exec's commands cost, if it was quick; else forget.
@@ -224,8 +236,11 @@ impl Session {
         let per_command = match quick {
             true => {
                 let waited_us = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
-                let busy_us = metrics.wall_time_us.saturating_sub(waited_us);
-                (busy_us.saturating_mul(1000) / metrics.commands.max(1)).max(1)
+                let busy = Metrics {
+                    wall_time_us: metrics.wall_time_us.saturating_sub(waited_us),
+                    ..*metrics
+                };
+                busy.cost_per_command_ns()
             }
             false => 0,
         };
@@ -583,11 +598,13 @@ pub fn exec(
     })
 }
 
-/// Run `script` in a fresh default interpreter (`ExBashkit.exec/1`).
-/// `ticket` cancels it (its caller died); `on_end` runs once it is over.
-/// Returns the outcome when it completed inline, like [`exec`].
+/// Run `script` in a fresh default interpreter (`ExBashkit.exec/1`):
+/// `prebuilt`, or one taken from the shelf or built now. `ticket` cancels
+/// it (its caller died); `on_end` runs once it is over. Returns the outcome
+/// when it completed inline, like [`exec`].
 pub fn exec_once_job(
     decoded: Arc<DecodedConfig>,
+    prebuilt: Option<warm::Prebuilt>,
     script: String,
     ticket: Arc<ExecTicket>,
     reply: ReplyTo,
@@ -597,17 +614,30 @@ pub fn exec_once_job(
     let work = Box::pin(async move {
         let mut used = None;
         let outcome = guard::catch_future(async {
-            match warm::take_or_build(&decoded.key, &decoded.config) {
+            let built = match prebuilt {
+                Some(prebuilt) => Ok(prebuilt),
+                None => warm::take_or_build(&decoded.key, &decoded.config),
+            };
+            match built {
                 Ok(built) => {
                     let bash = used.insert(built.bash);
                     ticket.start(bash.cancellation_token(), built.interrupt);
                     let partial = Partial::shared();
                     // A fresh default interpreter holds no code of its own.
-                    let mode = RunMode::for_plain(script_shape::of(&script, &OwnCommands::NONE));
+                    let shape = script_shape::of(&script, &OwnCommands::NONE);
                     let metering = Metering::start(bash);
-                    let result =
-                        run_script(bash, &script, ExecOptions::new(), &partial, mode).await;
+                    let result = run_script(
+                        bash,
+                        &script,
+                        ExecOptions::new(),
+                        &partial,
+                        RunMode::for_plain(shape),
+                    )
+                    .await;
                     let metrics = metering.stop(bash);
+                    if shape.quick {
+                        ONCE_QUICK_COST_NS.store(metrics.cost_per_command_ns(), Ordering::Relaxed);
+                    }
                     ExecOutcome::new(result, None, metrics, &ticket, None, Some(&partial))
                 }
                 Err(message) => ExecOutcome::error(message),
@@ -1032,16 +1062,82 @@ impl rustler::Resource for OneShotResource {
 /// `ExBashkit.exec/1`, run like `session_exec`: returns `{:done, outcome}`
 /// when it completed inline, else `:ok` and the answer comes by message.
 /// `config` is what `new/1` with no options decodes to (Elixir declares the
-/// defaults).
-#[rustler::nif(schedule = "DirtyCpu")]
+/// defaults). A quick script runs where it was called when an interpreter
+/// built in advance is ready ([`once_runs_here`]); anything else moves to a
+/// dirty CPU scheduler first.
+#[rustler::nif]
 fn exec_once<'a>(
     env: Env<'a>,
     config: Term<'a>,
+    script: Term<'a>,
+    pid: Term<'a>,
+    reference: Term<'a>,
+) -> rustler::NifResult<Term<'a>> {
+    let args = [config, script, pid, reference];
+    let pid: LocalPid = pid.decode()?;
+    let Some((decoded, prebuilt)) = once_runs_here(config, script) else {
+        return Ok(dirty::to_dirty_cpu(
+            env,
+            c"exec_once",
+            exec_once_dirty,
+            &args,
+        ));
+    };
+    let started = Instant::now();
+    let script = script.decode()?;
+    let answer = runner::on_normal_scheduler(|| {
+        once_answer(env, decoded, Some(prebuilt), script, pid, reference)
+    });
+    dirty::account(env, started);
+    Ok(answer.encode(env))
+}
+
+/// `exec_once` moved to a dirty CPU scheduler.
+unsafe extern "C" fn exec_once_dirty(
+    env: *mut rustler::sys::ErlNifEnv,
+    argc: i32,
+    argv: *const rustler::sys::ErlNifTerm,
+) -> rustler::sys::ErlNifTerm {
+    dirty::entry(env, argc, argv, |env, args| {
+        let [config, script, pid, reference] = args else {
+            return Err(rustler::Error::BadArg);
+        };
+        let (script, pid) = (script.decode()?, pid.decode()?);
+        let answer = config_cache::decode(*config)
+            .and_then(|decoded| once_answer(env, decoded, None, script, pid, *reference));
+        Ok(answer.encode(env))
+    })
+}
+
+/// The remembered configuration and an interpreter built in advance for
+/// it, when `exec_once` may run `script` on the caller's normal scheduler:
+/// a quick script of at most 512 bytes whose commands, at what the last
+/// quick one-shot exec paid per command, fit the budget. Decodes and builds
+/// nothing: a configuration not remembered, or no interpreter ready, and
+/// the exec moves to a dirty scheduler.
+fn once_runs_here(config: Term, script: Term) -> Option<(Arc<DecodedConfig>, warm::Prebuilt)> {
+    let script = script.decode::<Binary>().ok()?;
+    if script.len() > QUICK_SCRIPT_BYTES {
+        return None;
+    }
+    let shape = script_shape::of(std::str::from_utf8(&script).ok()?, &OwnCommands::NONE);
+    if !fits_budget(shape, ONCE_QUICK_COST_NS.load(Ordering::Relaxed)) {
+        return None;
+    }
+    let decoded = config_cache::recall(config)?;
+    let prebuilt = warm::take_ready(&decoded.key, &decoded.config)?;
+    Some((decoded, prebuilt))
+}
+
+/// Run a one-shot exec; `{:done, outcome}` or `:ok` (see `exec_once`).
+fn once_answer<'a>(
+    env: Env<'a>,
+    decoded: Arc<DecodedConfig>,
+    prebuilt: Option<warm::Prebuilt>,
     script: String,
     pid: LocalPid,
     reference: Term<'a>,
 ) -> NifResult<Term<'a>> {
-    let decoded = config_cache::decode(config)?;
     let ticket = ExecTicket::new();
     let tracker = ResourceArc::new(OneShotResource {
         ticket: Arc::clone(&ticket),
@@ -1057,7 +1153,17 @@ fn exec_once<'a>(
     });
     let before_park = || *monitor.lock() = watched.monitor(Some(env), &pid);
     let reply = ReplyTo::new(Caller::in_nif(pid, reference));
-    let run = || exec_once_job(decoded, script, ticket, reply, Some(on_end), before_park);
+    let run = || {
+        exec_once_job(
+            decoded,
+            prebuilt,
+            script,
+            ticket,
+            reply,
+            Some(on_end),
+            before_park,
+        )
+    };
     Ok(match runner::with_nif_env(env, run) {
         Some(outcome) => Value::tuple([Value::atom("done"), outcome.to_value()]),
         None => Value::atom("ok"),
@@ -1219,6 +1325,28 @@ mod tests {
         assert!(session.quick_fits("echo a; echo b; echo c"));
         session.note_cost(false, &measured(20), Duration::ZERO);
         assert!(!session.quick_fits("echo hi"));
+    }
+
+    #[test]
+    fn a_quick_one_shot_exec_measures_the_cost_later_ones_are_admitted_by() {
+        let decoded = Arc::new(DecodedConfig {
+            key: Value::bin(b"one-shot tests"),
+            config: Arc::new(SessionConfig::default()),
+        });
+        let frames = crate::reply::FrameWriter::new(Box::new(std::io::sink()));
+        let reply = ReplyTo::new(Caller::Port { id: 1, frames });
+        let ticket = ExecTicket::new();
+        exec_once_job(decoded, None, "echo hi".into(), ticket, reply, None, || {})
+            .expect("completes inline");
+        assert!(ONCE_QUICK_COST_NS.load(Ordering::Relaxed) > 0);
+        let shape = |script| script_shape::of(script, &OwnCommands::NONE);
+        assert!(fits_budget(shape("echo hi"), 1));
+        assert!(
+            !fits_budget(shape("echo hi"), 0),
+            "an unknown cost never fits"
+        );
+        assert!(!fits_budget(shape("echo $x"), 1));
+        assert!(!fits_budget(shape("echo a; echo b"), QUICK_BUDGET_NS));
     }
 
     #[test]

@@ -146,6 +146,16 @@ pub fn take_or_build(key: &Value, config: &Arc<SessionConfig>) -> Result<Prebuil
     }
 }
 
+/// An interpreter built in advance for `config`, if one is ready: nothing
+/// is built on the calling thread (a normal scheduler, `ExBashkit.exec/1`'s
+/// quick path); asking still keeps the shelf filled.
+pub fn take_ready(key: &Value, config: &Arc<SessionConfig>) -> Option<Prebuilt> {
+    match eligible(config) {
+        true => take(key, config),
+        false => None,
+    }
+}
+
 /// Hand over an interpreter used once (`ExBashkit.exec/1`) to be dropped
 /// off the caller's path, within [`MAX_AGE`] (what its script wrote goes
 /// with it): by the next build run, with [`RETIRED_MAX`] - 1 others, or by

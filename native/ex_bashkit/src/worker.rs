@@ -298,7 +298,7 @@ fn dispatch(
         });
         let reply = reply_to(id, frames);
         if let Some(outcome) =
-            session::exec_once_job(decoded, script, ticket, reply, Some(on_end), || {})
+            session::exec_once_job(decoded, None, script, ticket, reply, Some(on_end), || {})
         {
             reply_to(id, frames).finish(&outcome);
         }

@@ -294,23 +294,14 @@ fn callback_reply<'a>(env: Env<'a>, call_id: Term<'a>, answer: Term<'a>) -> NifR
             &args,
         ));
     }
-    let started = Instant::now();
-    let answered = crate::runner::on_normal_scheduler(|| answer_call(env, id, answer));
-    dirty::account(env, started);
-    Ok(answered.encode(env))
+    Ok(dirty::run_here(env, || answer_call(env, id, answer)))
 }
 
-/// `callback_reply` moved to a dirty CPU scheduler.
-unsafe extern "C" fn callback_reply_dirty(
-    env: *mut rustler::sys::ErlNifEnv,
-    argc: i32,
-    argv: *const rustler::sys::ErlNifTerm,
-) -> rustler::sys::ErlNifTerm {
-    dirty::entry(env, argc, argv, |env, args| match args {
-        [call_id, answer] => Ok(answer_call(env, call_id.decode()?, *answer).encode(env)),
-        _ => Err(rustler::Error::BadArg),
-    })
-}
+// `callback_reply` moved to a dirty CPU scheduler.
+crate::dirty_entry!(callback_reply_dirty, |env, args| match args {
+    [call_id, answer] => Ok(answer_call(env, call_id.decode()?, *answer).encode(env)),
+    _ => Err(rustler::Error::BadArg),
+});
 
 /// Hand the answer to its back-call and resume, here, the script it woke.
 fn answer_call(env: Env, call_id: u64, answer: Term) -> bool {

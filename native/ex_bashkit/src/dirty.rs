@@ -7,10 +7,10 @@
 //! runs where it was called, as any short NIF does; anything else moves to a
 //! dirty scheduler with its arguments unchanged. `callback_reply`, which
 //! resumes the script it answers, follows the script (`callbacks.rs`).
-//! rustler's `schedule`
-//! attribute fixes a NIF's scheduler at load time, so the dirty half is an
-//! entry point of our own, [`entry`], that does what rustler's generated
-//! wrapper does (decode nothing, catch panics, encode the result).
+//! rustler's `schedule` attribute fixes a NIF's scheduler at load time, so
+//! the dirty half is an entry point of our own, [`entry`], that does what
+//! rustler's generated wrapper does (decode nothing, catch panics, encode
+//! the result).
 
 use std::ffi::CStr;
 use std::panic::AssertUnwindSafe;
@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use rustler::codegen_runtime::handle_nif_result;
 use rustler::sys::{enif_schedule_nif, ErlNifEnv, ErlNifTerm, ERL_NIF_DIRTY_JOB_CPU_BOUND};
-use rustler::{Env, NifResult, Term};
+use rustler::{Encoder, Env, NifResult, Term};
 
 /// A NIF's C entry point.
 pub type RawNif = unsafe extern "C" fn(*mut ErlNifEnv, i32, *const ErlNifTerm) -> ErlNifTerm;
@@ -70,6 +70,31 @@ pub unsafe fn entry(
         .collect();
     let result = std::panic::catch_unwind(AssertUnwindSafe(|| body(env, &args)));
     handle_nif_result(result, env).apply(env)
+}
+
+/// Define `$name`, a dirty entry point (a [`RawNif`] for [`to_dirty_cpu`])
+/// that runs `$body`, a [`Body`], through [`entry`].
+#[macro_export]
+macro_rules! dirty_entry {
+    ($name:ident, $body:expr) => {
+        unsafe extern "C" fn $name(
+            env: *mut rustler::sys::ErlNifEnv,
+            argc: i32,
+            argv: *const rustler::sys::ErlNifTerm,
+        ) -> rustler::sys::ErlNifTerm {
+            $crate::dirty::entry(env, argc, argv, $body)
+        }
+    };
+}
+
+/// Run `body` here, on the caller's normal scheduler (a quick script,
+/// known as such to the runner: `runner::on_normal_scheduler`), and charge
+/// the time it took to the calling process's slice ([`account`]).
+pub fn run_here<'a, T: Encoder>(env: Env<'a>, body: impl FnOnce() -> T) -> Term<'a> {
+    let started = Instant::now();
+    let answer = crate::runner::on_normal_scheduler(body);
+    account(env, started);
+    answer.encode(env)
 }
 
 /// Tell the VM how much of the calling process's time slice a NIF that ran

@@ -183,8 +183,9 @@ type Job = BoxFuture<()>;
 /// While the script is polled, a wake only marks it woken (the poll loop
 /// polls again). Once it is parked, the first wake takes it out: into the
 /// `callback_reply` NIF that answered its back-call, which resumes it on
-/// its own thread ([`answer_and_resume`]), or else onto the runner pool. That spares a back-call's answer a runner's wake-up, and the
-/// script's reply then goes out from that NIF too.
+/// its own thread ([`answer_and_resume`]), or else onto the runner pool.
+/// That spares a back-call's answer a runner's wake-up, and the script's
+/// reply then goes out from that NIF too.
 struct Parking {
     state: Mutex<Parked>,
 }

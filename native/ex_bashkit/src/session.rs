@@ -568,7 +568,7 @@ pub fn exec(
             let metering = Metering::start(&bash);
             let result = run_script(&mut bash, &script, options, &partial, mode).await;
             let metrics = metering.stop(&bash);
-            let waited = Duration::from_nanos(session.waited_for_elixir() - waited);
+            let waited = Duration::from_nanos(session.waited_for_elixir().saturating_sub(waited));
             session.note_cost(quick && !call.track_changes, &metrics, waited);
             let changes = match before {
                 Some(before) => Some(changes::diff(
@@ -964,22 +964,14 @@ fn session_exec<'a>(
             &args,
         ));
     };
-    let started = Instant::now();
     let (script, pid) = (script.decode()?, pid.decode()?);
-    let answer =
-        runner::on_normal_scheduler(|| exec_answer(env, handle, script, call, pid, reference));
-    dirty::account(env, started);
-    Ok(answer.encode(env))
+    Ok(dirty::run_here(env, || {
+        exec_answer(env, handle, script, call, pid, reference)
+    }))
 }
 
-/// `session_exec` moved to a dirty CPU scheduler.
-unsafe extern "C" fn session_exec_dirty(
-    env: *mut rustler::sys::ErlNifEnv,
-    argc: i32,
-    argv: *const rustler::sys::ErlNifTerm,
-) -> rustler::sys::ErlNifTerm {
-    dirty::entry(env, argc, argv, exec_nif)
-}
+// `session_exec` moved to a dirty CPU scheduler.
+crate::dirty_entry!(session_exec_dirty, exec_nif);
 
 /// The decoded call options when `session_exec` may run `script` where it
 /// was called, on a normal scheduler: a script of at most 512 bytes with no
@@ -1083,31 +1075,22 @@ fn exec_once<'a>(
             &args,
         ));
     };
-    let started = Instant::now();
     let script = script.decode()?;
-    let answer = runner::on_normal_scheduler(|| {
+    Ok(dirty::run_here(env, || {
         once_answer(env, decoded, Some(prebuilt), script, pid, reference)
-    });
-    dirty::account(env, started);
-    Ok(answer.encode(env))
+    }))
 }
 
-/// `exec_once` moved to a dirty CPU scheduler.
-unsafe extern "C" fn exec_once_dirty(
-    env: *mut rustler::sys::ErlNifEnv,
-    argc: i32,
-    argv: *const rustler::sys::ErlNifTerm,
-) -> rustler::sys::ErlNifTerm {
-    dirty::entry(env, argc, argv, |env, args| {
-        let [config, script, pid, reference] = args else {
-            return Err(rustler::Error::BadArg);
-        };
-        let (script, pid) = (script.decode()?, pid.decode()?);
-        let answer = config_cache::decode(*config)
-            .and_then(|decoded| once_answer(env, decoded, None, script, pid, *reference));
-        Ok(answer.encode(env))
-    })
-}
+// `exec_once` moved to a dirty CPU scheduler.
+crate::dirty_entry!(exec_once_dirty, |env, args| {
+    let [config, script, pid, reference] = args else {
+        return Err(rustler::Error::BadArg);
+    };
+    let (script, pid) = (script.decode()?, pid.decode()?);
+    let answer = config_cache::decode(*config)
+        .and_then(|decoded| once_answer(env, decoded, None, script, pid, *reference));
+    Ok(answer.encode(env))
+});
 
 /// The remembered configuration and an interpreter built in advance for
 /// it, when `exec_once` may run `script` on the caller's normal scheduler:

@@ -979,18 +979,26 @@ crate::dirty_entry!(session_exec_dirty, exec_nif);
 /// (`Session::quick_fits`). Looks at nothing bigger than that: a big script
 /// or stdin is not even copied here.
 fn runs_here(session: &Session, script: Term, call: Term) -> Option<ExecCallOptions> {
-    let script = script.decode::<Binary>().ok()?;
+    let script = quick_text(script)?;
     let no_stdin = call
         .map_get(stdin())
         .is_ok_and(|value| rustler::types::atom::nil() == value);
-    if script.len() > QUICK_SCRIPT_BYTES || !no_stdin {
+    if !no_stdin {
         return None;
     }
     let call = decode_call(call).ok()?;
-    let fits = !call.stream
-        && !call.track_changes
-        && std::str::from_utf8(&script).is_ok_and(|script| session.quick_fits(script));
+    let fits = !call.stream && !call.track_changes && session.quick_fits(script);
     fits.then_some(call)
+}
+
+/// The text of `script` when it may be quick: at most
+/// [`QUICK_SCRIPT_BYTES`] of UTF-8. Nothing bigger is copied or read.
+fn quick_text<'a>(script: Term<'a>) -> Option<&'a str> {
+    let bytes = script.decode::<Binary<'a>>().ok()?.as_slice();
+    if bytes.len() > QUICK_SCRIPT_BYTES {
+        return None;
+    }
+    std::str::from_utf8(bytes).ok()
 }
 
 rustler::atoms! { stdin }
@@ -1099,11 +1107,7 @@ crate::dirty_entry!(exec_once_dirty, |env, args| {
 /// nothing: a configuration not remembered, or no interpreter ready, and
 /// the exec moves to a dirty scheduler.
 fn once_runs_here(config: Term, script: Term) -> Option<(Arc<DecodedConfig>, warm::Prebuilt)> {
-    let script = script.decode::<Binary>().ok()?;
-    if script.len() > QUICK_SCRIPT_BYTES {
-        return None;
-    }
-    let shape = script_shape::of(std::str::from_utf8(&script).ok()?, &OwnCommands::NONE);
+    let shape = script_shape::of(quick_text(script)?, &OwnCommands::NONE);
     if !fits_budget(shape, ONCE_QUICK_COST_NS.load(Ordering::Relaxed)) {
         return None;
     }

@@ -10,9 +10,10 @@
 //! a big stack of its own switched in with `corosensei` (the
 //! interpreter recurses deeply: a scheduler's small stack would overflow).
 //! If the future completes within [`SLICE`], the answer goes straight back
-//! (the NIF's return value): no thread hand-off, no message. A worker
-//! process does not poll inline: its submitting thread reads every frame,
-//! and one command that never returns would keep `cancel` from being read.
+//! (the NIF's return value): no thread hand-off, no message. In a worker
+//! process the submitting thread reads every frame (`cancel` included), so
+//! it polls inline only what a normal scheduler would in the node: a quick
+//! script whose commands fit the budget (`Session::quick_call_fits`).
 //!
 //! # Parking
 //! The future leaves the calling thread, still pending, when

@@ -229,6 +229,15 @@ impl Session {
         fits_budget(script_shape::of(script, &self.own_commands), cost)
     }
 
+    /// Whether exec `call` of `script` may run on a thread that must not be
+    /// held for long (a normal scheduler in the node, the frame reader in a
+    /// worker): [`Session::quick_fits`], and neither stdin (its size is not
+    /// the script's), streaming (chunks go out from a runner) nor
+    /// `track_changes` (two scans of the whole filesystem).
+    pub fn quick_call_fits(&self, script: &str, call: &ExecCallOptions) -> bool {
+        call.stdin.is_none() && !call.stream && !call.track_changes && self.quick_fits(script)
+    }
+
     /// Remember what an exec's commands cost, if it was quick; else forget.
     /// The time its back-calls `waited` for Elixir is not theirs: the
     /// script held no thread then.
@@ -525,10 +534,10 @@ pub fn exec(
         watchdog::schedule(Instant::now() + Duration::from_millis(ms), &ticket);
     }
     // Streamed output is sent as it comes: from a runner thread. In a
-    // worker the submitting thread reads every frame (cancel included): a
-    // command that never returns must not hold it, so scripts go straight
-    // to the runners there.
-    let inline = !call.stream && !runtime::in_worker();
+    // worker the submitting thread reads every frame (cancel included): it
+    // runs a script only when a normal scheduler would in the node (quick,
+    // within the budget); anything else goes straight to the runners.
+    let inline = !call.stream && (!runtime::in_worker() || session.quick_call_fits(&script, &call));
     let work = Box::pin(async move {
         let outcome = guard::catch_future(async {
             // A deadline or cancel that comes while the exec still waits for
@@ -601,7 +610,9 @@ pub fn exec(
 /// Run `script` in a fresh default interpreter (`ExBashkit.exec/1`):
 /// `prebuilt`, or one taken from the shelf or built now. `ticket` cancels
 /// it (its caller died); `on_end` runs once it is over. Returns the outcome
-/// when it completed inline, like [`exec`].
+/// when it completed inline, like [`exec`]. In a worker it runs inline only
+/// with `prebuilt`, which the reader passes for a quick script
+/// ([`once_quick_fits`]): building an interpreter would hold the reader.
 pub fn exec_once_job(
     decoded: Arc<DecodedConfig>,
     prebuilt: Option<warm::Prebuilt>,
@@ -611,6 +622,7 @@ pub fn exec_once_job(
     on_end: Option<Box<dyn FnOnce() + Send>>,
     before_park: impl FnOnce(),
 ) -> Option<ExecOutcome> {
+    let inline = !runtime::in_worker() || prebuilt.is_some();
     let work = Box::pin(async move {
         let mut used = None;
         let outcome = guard::catch_future(async {
@@ -651,7 +663,6 @@ pub fn exec_once_job(
         // down takes a few µs that the caller need not wait for.
         (outcome.unwrap_or_else(ExecOutcome::panicked), used)
     });
-    let inline = !runtime::in_worker();
     let done = crate::runner::drive(
         work,
         inline,
@@ -976,7 +987,7 @@ crate::dirty_entry!(session_exec_dirty, exec_nif);
 /// The decoded call options when `session_exec` may run `script` where it
 /// was called, on a normal scheduler: a script of at most 512 bytes with no
 /// stdin, no streaming, no change tracking, that the session says fits
-/// (`Session::quick_fits`). Looks at nothing bigger than that: a big script
+/// (`Session::quick_call_fits`). Looks at nothing bigger than that: a big script
 /// or stdin is not even copied here.
 fn runs_here(session: &Session, script: Term, call: Term) -> Option<ExecCallOptions> {
     let script = quick_text(script)?;
@@ -987,8 +998,7 @@ fn runs_here(session: &Session, script: Term, call: Term) -> Option<ExecCallOpti
         return None;
     }
     let call = decode_call(call).ok()?;
-    let fits = !call.stream && !call.track_changes && session.quick_fits(script);
-    fits.then_some(call)
+    session.quick_call_fits(script, &call).then_some(call)
 }
 
 /// The text of `script` when it may be quick: at most
@@ -1107,13 +1117,22 @@ crate::dirty_entry!(exec_once_dirty, |env, args| {
 /// nothing: a configuration not remembered, or no interpreter ready, and
 /// the exec moves to a dirty scheduler.
 fn once_runs_here(config: Term, script: Term) -> Option<(Arc<DecodedConfig>, warm::Prebuilt)> {
-    let shape = script_shape::of(quick_text(script)?, &OwnCommands::NONE);
-    if !fits_budget(shape, ONCE_QUICK_COST_NS.load(Ordering::Relaxed)) {
+    if !once_quick_fits(quick_text(script)?) {
         return None;
     }
     let decoded = config_cache::recall(config)?;
     let prebuilt = warm::take_ready(&decoded.key, &decoded.config)?;
     Some((decoded, prebuilt))
+}
+
+/// Whether a one-shot exec of `script` may run on a thread that must not be
+/// held for long (the caller's normal scheduler in the node, the frame
+/// reader in a worker): a quick script of at most 512 bytes whose commands,
+/// at what the last quick one-shot exec paid per command, fit the budget.
+pub fn once_quick_fits(script: &str) -> bool {
+    let shape = script_shape::of(script, &OwnCommands::NONE);
+    script.len() <= QUICK_SCRIPT_BYTES
+        && fits_budget(shape, ONCE_QUICK_COST_NS.load(Ordering::Relaxed))
 }
 
 /// Run a one-shot exec; `{:done, outcome}` or `:ok` (see `exec_once`).
@@ -1310,6 +1329,18 @@ mod tests {
         let waited = Duration::from_micros(QUICK_BUDGET_NS / 1000);
         session.note_cost(true, &measured(QUICK_BUDGET_NS / 1000 + 20), waited);
         assert!(session.quick_fits("echo a; echo b; echo c"));
+        // A call with stdin, streamed or tracking changes never runs there.
+        let call = |stdin: Option<&[u8]>, stream, track_changes| ExecCallOptions {
+            stdin: stdin.map(|bytes| Bytes(bytes.to_vec())),
+            stream,
+            timeout_ms: None,
+            track_changes,
+        };
+        assert!(session.quick_call_fits("echo hi", &call(None, false, false)));
+        assert!(!session.quick_call_fits("echo hi", &call(Some(b""), false, false)));
+        assert!(!session.quick_call_fits("echo hi", &call(None, true, false)));
+        assert!(!session.quick_call_fits("echo hi", &call(None, false, true)));
+        assert!(!session.quick_call_fits("echo $x", &call(None, false, false)));
         session.note_cost(false, &measured(20), Duration::ZERO);
         assert!(!session.quick_fits("echo hi"));
     }
@@ -1326,6 +1357,12 @@ mod tests {
         exec_once_job(decoded, None, "echo hi".into(), ticket, reply, None, || {})
             .expect("completes inline");
         assert!(ONCE_QUICK_COST_NS.load(Ordering::Relaxed) > 0);
+        // What it measured depends on the machine's load; these never fit.
+        assert!(!once_quick_fits("echo $x"));
+        assert!(!once_quick_fits(&format!(
+            "echo {}",
+            "x".repeat(QUICK_SCRIPT_BYTES)
+        )));
         let shape = |script| script_shape::of(script, &OwnCommands::NONE);
         assert!(fits_budget(shape("echo hi"), 1));
         assert!(

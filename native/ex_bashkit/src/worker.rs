@@ -62,7 +62,7 @@ use crate::session::{self, ExecCallOptions, Session};
 use crate::snapshot::{self, SnapshotRequest};
 use crate::value::{Bytes, FromValue, Value};
 use crate::watchdog::ExecTicket;
-use crate::{etf, fs_api};
+use crate::{etf, fs_api, warm};
 use crate::{runtime_mounts, search};
 
 /// Frames larger than this are refused (a snapshot or file of a session is
@@ -291,15 +291,25 @@ fn dispatch(
         let key = items.get(2).ok_or("missing config")?.clone();
         let decoded = Arc::new(DecodedConfig::from_value(key)?);
         let script: String = arg(items, 3)?;
+        // A quick script runs right here when an interpreter is ready.
+        let prebuilt = session::once_quick_fits(&script)
+            .then(|| warm::take_ready(&decoded.key, &decoded.config))
+            .flatten();
         let ticket = ExecTicket::new();
         ONE_SHOTS.lock().insert(id, Arc::downgrade(&ticket));
         let on_end = Box::new(move || {
             ONE_SHOTS.lock().remove(&id);
         });
         let reply = reply_to(id, frames);
-        if let Some(outcome) =
-            session::exec_once_job(decoded, None, script, ticket, reply, Some(on_end), || {})
-        {
+        if let Some(outcome) = session::exec_once_job(
+            decoded,
+            prebuilt,
+            script,
+            ticket,
+            reply,
+            Some(on_end),
+            || {},
+        ) {
             reply_to(id, frames).finish(&outcome);
         }
         return Ok(());
@@ -314,9 +324,8 @@ fn dispatch(
     match tag {
         "exec" => {
             let call = ExecCallOptions::from_value(items.get(4).ok_or("missing options")?)?;
-            // `exec` answers here only if it ran inline, which it never does
-            // in a worker (the reading thread must stay free for `cancel`);
-            // kept so the worker stays right if that changes.
+            // Answered here when it ran inline: a quick script that fits
+            // the budget (`Session::quick_call_fits`).
             if let Some(outcome) =
                 session::exec(session, id, arg(items, 3)?, call, reply, None, || {})
             {

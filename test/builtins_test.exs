@@ -183,6 +183,23 @@ defmodule ExBashkit.BuiltinsTest do
       assert_receive {:ex_bashkit, ^ref, {:error, %ExBashkit.Error{reason: :cancelled}}}, 5_000
       assert run!(s, "tag after").stdout == "<after>"
     end
+
+    test "while a quick script waits on its builtin, a session beside it runs", %{s: s} do
+      {:ok, ref} = Session.exec_async(s, "tag a; hang")
+      assert_receive {:hanging, _}, 5_000
+      # In a worker, one in the same OS process, whose frame reader polled
+      # the script that now waits.
+      beside = Stream.repeatedly(fn -> Session.new() end) |> Enum.find(&(place(&1) == place(s)))
+
+      for i <- 1..20, do: assert(run!(beside, "echo #{i}").stdout == "#{i}\n")
+
+      assert run!(beside, "x=1; while [ $x -lt 50 ]; do x=$((x+1)); done; echo $x").stdout ==
+               "50\n"
+
+      assert Session.cancel(s, ref) == :ok
+      assert_receive {:ex_bashkit, ^ref, {:error, %ExBashkit.Error{reason: :cancelled}}}, 5_000
+      assert run!(s, "tag after").stdout == "<after>"
+    end
   end
 
   describe "re-entry and nesting" do
@@ -283,4 +300,8 @@ defmodule ExBashkit.BuiltinsTest do
       assert run!(s, "cat /nothing").stdout == "not really cat\n"
     end
   end
+
+  # Where a session lives: its worker, or the node.
+  defp place(%Session{location: {:process, worker, _sid}}), do: worker
+  defp place(%Session{location: location}), do: location
 end

@@ -85,8 +85,9 @@ static PENDING: LazyLock<Mutex<HashMap<u64, Waiter>>> =
 /// A back-call waiting for its answer.
 struct Waiter {
     answer: oneshot::Sender<Answer>,
-    /// Its script was polled on a normal scheduler (a quick script,
-    /// `runner::polls_on_normal_scheduler`): its answer may resume it on one.
+    /// Its script was polled inline where nothing may hold the thread for
+    /// long (a quick script, `runner::polls_quick_script`): its answer may
+    /// resume it on such a thread.
     quick: bool,
 }
 
@@ -99,8 +100,19 @@ pub fn reply(call_id: u64, answer: Answer) -> bool {
     }
 }
 
+/// In a worker, on its frame reader: hand `answer` to back-call `call_id`.
+/// A quick script that made its back-call from the reader goes on right
+/// here, as on a normal scheduler in the node; any other script is woken
+/// onto the runners.
+pub fn reply_on_reader(call_id: u64, answer: Answer) -> bool {
+    match made_by_quick_script(call_id) {
+        true => crate::runner::answer_and_resume(None, || reply(call_id, answer)),
+        false => reply(call_id, answer),
+    }
+}
+
 /// Whether the back-call waiting under `call_id` was made by a quick script
-/// polled on a normal scheduler.
+/// polled inline (`runner::polls_quick_script`).
 fn made_by_quick_script(call_id: u64) -> bool {
     PENDING
         .lock()
@@ -168,10 +180,12 @@ impl CallbackChannel {
     pub async fn call(&self, request: &dyn Request) -> Result<Answer, CallError> {
         // A script polled inline by an exec NIF sends its back-call from
         // there, with the NIF's env, and parks while Elixir answers (nothing
-        // wakes it before the answer). Anywhere else it moves to a runner
-        // first: a BEAM thread without that env can send nothing.
-        let quick = crate::runner::polls_on_normal_scheduler();
-        if !crate::runner::sends_from_nif() {
+        // wakes it before the answer); so does one polled by a worker's
+        // frame reader (frames go out from any thread). Anywhere else it
+        // moves to a runner first: a BEAM thread without that env can send
+        // nothing.
+        let quick = crate::runner::polls_quick_script();
+        if !(crate::runner::sends_from_nif() || crate::runtime::in_worker()) {
             crate::runner::leave_inline().await;
             if on_beam_thread() {
                 return Err(CallError::NoTarget);
@@ -312,7 +326,7 @@ fn answer_call(env: Env, call_id: u64, answer: Term) -> bool {
         .unwrap_or_else(|| {
             Answer::Failed("malformed answer from the builtin or virtual_fs handler".into())
         });
-    crate::runner::answer_and_resume(env, || reply(call_id, answer))
+    crate::runner::answer_and_resume(Some(env), || reply(call_id, answer))
 }
 
 /// Answers no bigger than this are decoded on a normal scheduler: copying

@@ -34,8 +34,11 @@
 //! ([`answer_and_resume`]) and its reply goes out from there: an answered
 //! back-call wakes no thread at all. That NIF runs where the script was
 //! polled: on a normal scheduler for a quick script polled on one
-//! ([`on_normal_scheduler`]), else on a dirty CPU scheduler. Any other wake
-//! (a timer, a cancel, the session's lock) hands it to the runner pool.
+//! ([`on_normal_scheduler`]), else on a dirty CPU scheduler. In a worker,
+//! a quick script polled by the frame reader sends its back-call as a
+//! frame from there, and the reader that reads the answer resumes it. Any
+//! other wake (a timer, a cancel, the session's lock) hands it to the
+//! runner pool.
 //!
 //! A future that has more to do becomes a task of the runner pool: the
 //! runtime's worker threads, one per core, big stacks, at the lowest nice
@@ -94,7 +97,7 @@ thread_local! {
 
 /// Run `f`, a NIF body on a normal scheduler that polls a quick script
 /// (`session.rs`, `callbacks.rs`), known as such: a back-call the script
-/// makes is answered there too ([`polls_on_normal_scheduler`]).
+/// makes is answered there too ([`polls_quick_script`]).
 pub fn on_normal_scheduler<R>(f: impl FnOnce() -> R) -> R {
     let previous = ON_NORMAL.with(|n| n.replace(true));
     let _restore = RestoreOnNormal(previous);
@@ -110,11 +113,12 @@ impl Drop for RestoreOnNormal {
     }
 }
 
-/// Whether this thread polls a quick script inline on a normal scheduler:
-/// the rest of such a script is quick too, so the answer to its back-call
-/// may resume it on a normal scheduler as well.
-pub fn polls_on_normal_scheduler() -> bool {
-    ON_NORMAL.with(Cell::get) && INLINE.with(Cell::get)
+/// Whether this thread polls a quick script inline where nothing may hold
+/// it for long: a normal scheduler in the node, or a worker's frame reader
+/// (which polls nothing else inline). The rest of such a script is quick
+/// too, so the answer to its back-call may resume it there as well.
+pub fn polls_quick_script() -> bool {
+    INLINE.with(Cell::get) && (ON_NORMAL.with(Cell::get) || crate::runtime::in_worker())
 }
 
 /// Run `f`, an exec NIF's body, with `env` known as that NIF's env: a
@@ -183,8 +187,9 @@ type Job = BoxFuture<()>;
 ///
 /// While the script is polled, a wake only marks it woken (the poll loop
 /// polls again). Once it is parked, the first wake takes it out: into the
-/// `callback_reply` NIF that answered its back-call, which resumes it on
-/// its own thread ([`answer_and_resume`]), or else onto the runner pool.
+/// `callback_reply` NIF (or the worker's frame reader) that answered its
+/// back-call, which resumes it on its own thread ([`answer_and_resume`]),
+/// or else onto the runner pool.
 /// That spares a back-call's answer a runner's wake-up, and the script's
 /// reply then goes out from that NIF too.
 struct Parking {
@@ -266,18 +271,23 @@ fn hand_on(job: Job) {
     }
 }
 
-/// Run `answer` (the `callback_reply` NIF handing Elixir's answer to its
-/// back-call), then resume here, inline, every parked script it woke.
-/// `env` is that NIF's: the scripts' messages go out with it.
-pub fn answer_and_resume<R>(env: Env<'_>, answer: impl FnOnce() -> R) -> R {
+/// Run `answer` (the `callback_reply` NIF, or a worker's frame reader,
+/// handing Elixir's answer to its back-call), then resume here, inline,
+/// every parked script it woke. `env` is that NIF's: the scripts' messages
+/// go out with it (a worker's go out as frames, from any thread).
+pub fn answer_and_resume<R>(env: Option<Env<'_>>, answer: impl FnOnce() -> R) -> R {
     let previous = ANSWERED.with(|a| a.replace(Some(Vec::new())));
     let answered = answer();
     let woken = ANSWERED.with(|a| a.replace(previous)).unwrap_or_default();
-    with_nif_env(env, || {
+    let resume = || {
         for job in woken {
             run_job_inline(job);
         }
-    });
+    };
+    match env {
+        Some(env) => with_nif_env(env, resume),
+        None => resume(),
+    }
     answered
 }
 

@@ -239,7 +239,7 @@ fn handle(request: Value, sessions: &Sessions, frames: &Arc<FrameWriter>) {
                 let answer = callbacks::decode_answer(value).unwrap_or_else(|| {
                     Answer::Failed("malformed answer from the builtin or virtual_fs handler".into())
                 });
-                callbacks::reply(call_id, answer);
+                callbacks::reply_on_reader(call_id, answer);
             }
             return;
         }

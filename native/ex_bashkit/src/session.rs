@@ -311,6 +311,12 @@ impl Session {
         self.tickets.lock().remove(&id);
     }
 
+    /// Whether call `id` is the only call of this session in flight.
+    pub(crate) fn alone_in_flight(&self, id: u64) -> bool {
+        let tickets = self.tickets.lock();
+        tickets.len() == 1 && tickets.contains_key(&id)
+    }
+
     /// The interpreter, once this call's turn comes; `None` if `ticket` is
     /// cancelled or times out first (a call must not wait out the whole
     /// exec in front of it past its own deadline).
@@ -536,8 +542,13 @@ pub fn exec(
     // Streamed output is sent as it comes: from a runner thread. In a
     // worker the submitting thread reads every frame (cancel included): it
     // runs a script only when a normal scheduler would in the node (quick,
-    // within the budget); anything else goes straight to the runners.
-    let inline = !call.stream && (!runtime::in_worker() || session.quick_call_fits(&script, &call));
+    // within the budget), and only when no other call of the session is in
+    // flight: one that arrived before may not have asked for its turn yet
+    // (no runner has polled it), and this one must not overtake it (FIFO
+    // per session). Anything else goes straight to the runners.
+    let inline = !call.stream
+        && (!runtime::in_worker()
+            || session.quick_call_fits(&script, &call) && session.alone_in_flight(exec_id));
     let work = Box::pin(async move {
         let outcome = guard::catch_future(async {
             // A deadline or cancel that comes while the exec still waits for
@@ -1341,6 +1352,15 @@ mod tests {
         assert!(!session.quick_call_fits("echo hi", &call(None, true, false)));
         assert!(!session.quick_call_fits("echo hi", &call(None, false, true)));
         assert!(!session.quick_call_fits("echo $x", &call(None, false, false)));
+        // A call that arrived before, still in flight, keeps its place.
+        let (first, second) = (ExecTicket::new(), ExecTicket::new());
+        session.register_call(1, &first);
+        assert!(session.alone_in_flight(1));
+        session.register_call(2, &second);
+        assert!(!session.alone_in_flight(2));
+        session.forget_call(1);
+        assert!(session.alone_in_flight(2));
+        session.forget_call(2);
         session.note_cost(false, &measured(20), Duration::ZERO);
         assert!(!session.quick_fits("echo hi"));
     }

@@ -1141,9 +1141,12 @@ fn once_runs_here(config: Term, script: Term) -> Option<(Arc<DecodedConfig>, war
 /// reader in a worker): a quick script of at most 512 bytes whose commands,
 /// at what the last quick one-shot exec paid per command, fit the budget.
 pub fn once_quick_fits(script: &str) -> bool {
-    let shape = script_shape::of(script, &OwnCommands::NONE);
+    // The length first: a long script is not even read.
     script.len() <= QUICK_SCRIPT_BYTES
-        && fits_budget(shape, ONCE_QUICK_COST_NS.load(Ordering::Relaxed))
+        && fits_budget(
+            script_shape::of(script, &OwnCommands::NONE),
+            ONCE_QUICK_COST_NS.load(Ordering::Relaxed),
+        )
 }
 
 /// Run a one-shot exec; `{:done, outcome}` or `:ok` (see `exec_once`).

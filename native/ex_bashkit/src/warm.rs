@@ -137,10 +137,7 @@ pub fn eligible(config: &SessionConfig) -> bool {
 /// if it is ready, else one built now. Either way, a configuration asked
 /// for again within [`MAX_AGE`] gets interpreters built in advance.
 pub fn take_or_build(key: &Value, config: &Arc<SessionConfig>) -> Result<Prebuilt, String> {
-    if !eligible(config) {
-        return Prebuilt::build(config);
-    }
-    match take(key, config) {
+    match take_ready(key, config) {
         Some(prebuilt) => Ok(prebuilt),
         None => Prebuilt::build(config),
     }

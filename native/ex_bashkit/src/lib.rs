@@ -40,6 +40,7 @@ mod session;
 mod snapshot;
 mod soft_delete;
 mod strict_commands;
+mod teardown;
 mod tools;
 mod warm;
 mod watchdog;

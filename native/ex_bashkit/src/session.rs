@@ -28,6 +28,7 @@ use crate::outcome::{ExecOutcome, Metrics, Partial, SharedPartial};
 use crate::reply::{Caller, Payload, ReplyTo, SharedCaller};
 use crate::runner;
 use crate::script_shape::{self, OwnCommands, ScriptShape};
+use crate::teardown::{self, DropLater};
 use crate::value::{Bytes, FromValue, Value};
 use crate::watchdog::{self, ExecTicket};
 use crate::{dirty, from_map, guard, runtime, warm};
@@ -687,7 +688,7 @@ pub fn exec_once_job(
     done.map(|(outcome, used)| {
         // Dropped off the caller's path.
         if let Some(bash) = used {
-            warm::retire(bash);
+            teardown::later(bash);
         }
         outcome
     })
@@ -835,7 +836,9 @@ pub fn reset(op: Op, reply: ReplyTo) {
 /// plus a monitor on each process with calls under way, whose death cancels
 /// those calls.
 pub struct SessionResource {
-    pub session: Arc<Session>,
+    /// Dropped on a runner: the VM drops a resource on a normal scheduler,
+    /// and a session's teardown takes as long as it is big (`teardown.rs`).
+    pub session: DropLater<Arc<Session>>,
     callers: Mutex<Vec<WatchedCaller>>,
 }
 
@@ -936,7 +939,7 @@ fn unwatch_caller(handle: &Handle, id: u64) -> Box<dyn FnOnce() + Send> {
 fn new_handle(config: Term) -> NifResult<Handle> {
     let decoded = config_cache::decode(config)?;
     Ok(ResourceArc::new(SessionResource {
-        session: Session::new(Arc::clone(&decoded.config), &decoded.key)?,
+        session: DropLater::new(Session::new(Arc::clone(&decoded.config), &decoded.key)?),
         callers: Mutex::new(Vec::new()),
     }))
 }

@@ -13,9 +13,9 @@
 //! the NIF, where the woken runner competes with the VM's threads), more
 //! than the rest of an `ExBashkit.exec("echo hi")`. So nothing is asked of a
 //! runner per call: a build run is started when a shelf runs low (half its
-//! target or less, [`LOW_WATER`]) and fills it up, and an interpreter used
-//! once is retired into a batch ([`retire`]) that the next build run, a
-//! drop task per [`RETIRED_MAX`] interpreters, or a timer drops.
+//! target or less, [`LOW_WATER`]) and fills it up; an interpreter used
+//! once is dropped in a batch (`teardown.rs`), which a build run drops on
+//! its way.
 //!
 //! What qualifies: configurations built from memory alone, with nothing to
 //! prepare after the build and no back-call route ([`eligible`]). Anything
@@ -32,10 +32,8 @@
 //!
 //! Memory: at most [`SHELVES`] configurations with [`DEPTH`] interpreters
 //! each (an idle interpreter is about 30 KB), swept once they are older
-//! than [`MAX_AGE`], and fewer than [`RETIRED_MAX`] used ones, dropped
-//! within [`MAX_AGE`].
+//! than [`MAX_AGE`].
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
@@ -58,8 +56,6 @@ const DEPTH: usize = 8;
 /// A shelf holding 1/`LOW_WATER` of its target or less (half) gets a
 /// build run: one runner wake-up per several takes, not per take.
 const LOW_WATER: usize = 2;
-/// Used interpreters retired before a task is woken to drop them.
-const RETIRED_MAX: usize = 8;
 
 /// An interpreter built for a configuration, with what a session keeps
 /// beside it.
@@ -120,11 +116,6 @@ impl Shelf {
 
 static SHELF_LIST: LazyLock<Mutex<Vec<Shelf>>> = LazyLock::new(|| Mutex::new(Vec::new()));
 
-/// Interpreters used once, waiting for a runner to drop them ([`retire`]).
-static RETIRED: Mutex<Vec<Bash>> = Mutex::new(Vec::new());
-/// Whether a task will drop the retired interpreters within [`MAX_AGE`].
-static RETIRED_DROP_DUE: AtomicBool = AtomicBool::new(false);
-
 /// Whether `config` is built from memory alone (see the module doc).
 pub fn eligible(config: &SessionConfig) -> bool {
     config.builtins.is_empty()
@@ -151,34 +142,6 @@ pub fn take_ready(key: &Value, config: &Arc<SessionConfig>) -> Option<Prebuilt> 
         true => take(key, config),
         false => None,
     }
-}
-
-/// Hand over an interpreter used once (`ExBashkit.exec/1`) to be dropped
-/// off the caller's path, within [`MAX_AGE`] (what its script wrote goes
-/// with it): by the next build run, with [`RETIRED_MAX`] - 1 others, or by
-/// a task woken at most once per [`MAX_AGE`], whichever comes first.
-/// Tearing one down takes µs; waking a runner per call to do it took more.
-pub fn retire(bash: Bash) {
-    let batch = {
-        let mut retired = RETIRED.lock();
-        retired.push(bash);
-        (retired.len() >= RETIRED_MAX).then(|| std::mem::take(&mut *retired))
-    };
-    if let Some(batch) = batch {
-        crate::runtime::spawn(async move { drop(batch) });
-    } else if !RETIRED_DROP_DUE.swap(true, Ordering::AcqRel) {
-        crate::runtime::spawn(async {
-            tokio::time::sleep(MAX_AGE).await;
-            RETIRED_DROP_DUE.store(false, Ordering::Release);
-            drop_retired();
-        });
-    }
-}
-
-/// Drop what [`retire`] holds (on a runner).
-fn drop_retired() {
-    let batch = std::mem::take(&mut *RETIRED.lock());
-    drop(batch);
 }
 
 fn take(key: &Value, config: &Arc<SessionConfig>) -> Option<Prebuilt> {
@@ -242,10 +205,10 @@ fn take(key: &Value, config: &Arc<SessionConfig>) -> Option<Prebuilt> {
 }
 
 /// Fill the shelf `key` up to its target, one build at a time (on a
-/// runner), and drop the retired interpreters on the way.
+/// runner), and drop what waits in `teardown.rs` on the way.
 async fn build_run(key: &Value, config: &SessionConfig) {
     loop {
-        drop_retired();
+        crate::teardown::drop_pending();
         let wanted = {
             let mut shelves = SHELF_LIST.lock();
             match shelves.iter_mut().find(|shelf| &shelf.key == key) {
@@ -283,7 +246,7 @@ async fn build_run(key: &Value, config: &SessionConfig) {
 }
 
 /// Drop what is older than [`MAX_AGE`], and forget configurations nobody
-/// asked for within it; the retired interpreters go too.
+/// asked for within it; what waits in `teardown.rs` goes too.
 fn sweep() {
     let now = Instant::now();
     let mut stale = Vec::new();
@@ -299,7 +262,7 @@ fn sweep() {
         });
     }
     drop(stale);
-    drop_retired();
+    crate::teardown::drop_pending();
 }
 
 #[cfg(test)]
@@ -368,14 +331,6 @@ mod tests {
             std::thread::sleep(Duration::from_millis(2));
         }
         assert!(ready() >= 4, "one build run fills the shelf up");
-    }
-
-    #[test]
-    fn retired_interpreters_are_dropped_within_max_age() {
-        let bash = Prebuilt::build(&SessionConfig::default()).unwrap().bash;
-        retire(bash);
-        std::thread::sleep(MAX_AGE + Duration::from_millis(300));
-        assert!(RETIRED.lock().is_empty());
     }
 
     #[test]

@@ -189,7 +189,10 @@ fn handle(request: Value, sessions: &Sessions, frames: &Arc<FrameWriter>) {
     match tag {
         "drop" => {
             if let Ok(sid) = arg::<u64>(items, 1) {
-                sessions.lock().remove(&sid);
+                // Torn down on a runner, not on this thread (`teardown.rs`).
+                if let Some(session) = sessions.lock().remove(&sid) {
+                    crate::teardown::later(session);
+                }
             }
             return;
         }

@@ -26,7 +26,7 @@ use parking_lot::Mutex;
 /// Items let go of before a runner is woken to drop them.
 const BATCH: usize = 8;
 /// The longest an item waits to be dropped.
-pub const WITHIN: Duration = Duration::from_millis(100);
+const WITHIN: Duration = Duration::from_millis(100);
 
 static PENDING: Mutex<Vec<Box<dyn Send>>> = Mutex::new(Vec::new());
 /// Whether a task will drop [`PENDING`] within [`WITHIN`].

@@ -190,7 +190,8 @@ fn handle(request: Value, sessions: &Sessions, frames: &Arc<FrameWriter>) {
         "drop" => {
             if let Ok(sid) = arg::<u64>(items, 1) {
                 // Torn down on a runner, not on this thread (`teardown.rs`).
-                if let Some(session) = sessions.lock().remove(&sid) {
+                let removed = sessions.lock().remove(&sid);
+                if let Some(session) = removed {
                     crate::teardown::later(session);
                 }
             }

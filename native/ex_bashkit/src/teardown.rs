@@ -7,8 +7,8 @@
 //! resource's destructor on the normal scheduler that garbage-collects (or
 //! ends) the process holding it, and a worker drops a session on the thread
 //! that reads every frame. So those places hand what they let go of to
-//! [`later`], and a runner drops it. An interpreter used once
-//! (`ExBashkit.exec/1`) goes the same way.
+//! [`later`], and a runner drops it. An image's handle (`image.rs`) and
+//! an interpreter used once (`ExBashkit.exec/1`) go the same way.
 //!
 //! Waking a sleeping runner costs the waker about 7 µs on this 2-core VM
 //! (`warm.rs`), more than an idle session's teardown. So nothing wakes a

@@ -212,9 +212,13 @@ pub fn load_pinned(id: &str, tar: Vec<u8>) -> Result<(), String> {
     Ok(())
 }
 
-/// A worker's `{:drop_image, id}`: sessions over it keep it alive.
+/// A worker's `{:drop_image, id}`: sessions over it keep it alive. What
+/// goes is torn down on a runner, not on the frame reader (`teardown.rs`).
 pub fn unpin(id: &str) {
-    PINNED.lock().remove(id);
+    let removed = PINNED.lock().remove(id);
+    if let Some(image) = removed {
+        crate::teardown::later(image);
+    }
 }
 
 /// `base:` in a session's configuration: the image, found by id when the

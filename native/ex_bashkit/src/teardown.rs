@@ -5,10 +5,11 @@
 //! 20 000 files and 14 ms for 100 000 (bench/analysis.md). The last
 //! reference often goes where nothing may take that long: the VM runs a NIF
 //! resource's destructor on the normal scheduler that garbage-collects (or
-//! ends) the process holding it, and a worker drops a session on the thread
-//! that reads every frame. So those places hand what they let go of to
-//! [`later`], and a runner drops it. An image's handle (`image.rs`) and
-//! an interpreter used once (`ExBashkit.exec/1`) go the same way.
+//! ends) the process holding it, and a worker drops a session (or an image,
+//! on `drop_image`) on the thread that reads every frame. So those places
+//! hand what they let go of to [`later`], and a runner drops it. An image's
+//! handle (`image.rs`) and an interpreter used once (`ExBashkit.exec/1`) go
+//! the same way.
 //!
 //! Waking a sleeping runner costs the waker about 7 µs on this 2-core VM
 //! (`warm.rs`), more than an idle session's teardown. So nothing wakes a

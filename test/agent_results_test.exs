@@ -142,6 +142,29 @@ defmodule ExBashkit.AgentResultsTest do
       refute_received {:ex_bashkit, ^ref, _}
     end
 
+    test "runs before an exec the same process calls after it" do
+      # exec_async/3 returns once its exec is queued on the session, so the
+      # session's order is the caller's: a later exec/3 sees its effect.
+      s = Session.new()
+
+      for i <- 1..30 do
+        {:ok, ref} = Session.exec_async(s, "n=#{i}")
+        expected = "#{i}\n"
+        assert {:ok, %Result{stdout: ^expected}} = Session.exec(s, "echo $n")
+        assert_receive {:ex_bashkit, ^ref, {:ok, %Result{exit_code: 0}}}, 5_000
+      end
+    end
+
+    test "runs before a lifecycle call the same process makes after it" do
+      s = Session.new()
+
+      for i <- 1..30 do
+        {:ok, ref} = Session.exec_async(s, "m=#{i}")
+        assert Session.state(s).variables["m"] == Integer.to_string(i)
+        assert_receive {:ex_bashkit, ^ref, {:ok, %Result{exit_code: 0}}}, 5_000
+      end
+    end
+
     test "stream: true sends the chunks first, in order" do
       s = Session.new()
       {:ok, ref} = Session.exec_async(s, "echo a; echo b >&2; echo c", stream: true)

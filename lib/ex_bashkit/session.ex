@@ -539,7 +539,9 @@ defmodule ExBashkit.Session do
 
   Takes the options of `exec/3` (a keyword list or a map) except
   `:stream_to`, plus `:stream` (boolean, default `false`). The script is
-  queued behind the session's other execs like any exec. `cancel/2` with the
+  queued behind the session's other calls like any exec, and this returns
+  once it is: a call made after it on the session runs after it (a short
+  script has often run by then). `cancel/2` with the
   `ref`, from any process, stops it (the final message is then
   `{:error, %ExBashkit.Error{reason: :cancelled}}`); so does the death of the
   calling process, whose exec nobody would read.

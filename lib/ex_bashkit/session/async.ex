@@ -16,12 +16,18 @@ defmodule ExBashkit.Session.Async do
   #
   # The guard tells the backend to cancel the exec by its id, so a cancelled
   # exec still answers with the output it had written (`%Error{}`).
+  #
+  # `start/3` returns once the exec is submitted (the guard hands back the
+  # reference when the waiter reports the exec's id, or ends): an exec the
+  # caller submits next is queued behind it on the session, as two `exec/3`
+  # calls in a row would be.
 
   alias ExBashkit.{Backend, Error, Session}
   alias ExBashkit.Session.Exec
 
   # How long `start/3` waits for the guard to hand back its reference (it
-  # does so first thing; only an overloaded node takes more than µs).
+  # does so once the exec is submitted: a quick script has run by then, any
+  # other is queued or has run one time slice).
   @ack_timeout_ms 5_000
 
   @doc false
@@ -86,7 +92,6 @@ defmodule ExBashkit.Session.Async do
   defp guard(caller, callers, ack, session, script, call, stream?) do
     ref = :erlang.alias()
     caller_mon = Process.monitor(caller)
-    send(caller, {ack, ref})
     guard = self()
 
     {waiter, waiter_mon} =
@@ -106,7 +111,8 @@ defmodule ExBashkit.Session.Async do
       waiter: waiter,
       waiter_mon: waiter_mon,
       id: nil,
-      cancel?: false
+      cancel?: false,
+      ack: ack
     }
 
     loop(state)
@@ -115,7 +121,7 @@ defmodule ExBashkit.Session.Async do
   defp loop(%{ref: ref, caller_mon: caller_mon, waiter_mon: waiter_mon} = state) do
     receive do
       {:exec_id, ^ref, id} ->
-        state = %{state | id: id}
+        state = acknowledge(%{state | id: id})
         if state.cancel?, do: cancel_exec(state)
         loop(state)
 
@@ -125,14 +131,25 @@ defmodule ExBashkit.Session.Async do
       {:DOWN, ^caller_mon, :process, _, _} ->
         loop(request_cancel(state))
 
+      # The submit failed (its error is already on its way to the caller).
       {:DOWN, ^waiter_mon, :process, _, :normal} ->
+        acknowledge(state)
         :erlang.unalias(ref)
 
       {:DOWN, ^waiter_mon, :process, _, reason} ->
+        acknowledge(state)
         :erlang.unalias(ref)
         message = "exec_async/3: the process waiting for the exec exited: #{inspect(reason)}"
         send(state.caller, {:ex_bashkit, ref, {:error, %Error{message: message}}})
     end
+  end
+
+  # Hand the reference to the caller, once: `start/3` then returns.
+  defp acknowledge(%{ack: nil} = state), do: state
+
+  defp acknowledge(%{ack: ack} = state) do
+    send(state.caller, {ack, state.ref})
+    %{state | ack: nil}
   end
 
   defp request_cancel(%{cancel?: true} = state), do: state

@@ -21,6 +21,7 @@ mod guard;
 mod host_fs;
 mod interrupt;
 mod lifecycle;
+mod line;
 mod mounts;
 mod nested;
 mod net;

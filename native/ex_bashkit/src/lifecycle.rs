@@ -3,7 +3,7 @@
 //! deadline and a caller whose death cancels them, as an exec has.
 //!
 //! Each such call waits for the session's interpreter lock behind the
-//! running exec, like an exec. That wait is what the deadline bounds and
+//! calls submitted before it, like an exec (`line.rs`). That wait is what the deadline bounds and
 //! what a cancel ends: the call then answers `{:error, reason}` at once
 //! and never runs. Once it holds the lock it runs to its end (a reset or a
 //! restore is never left half applied); that part is bounded by the
@@ -17,10 +17,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bashkit::Bash;
 use parking_lot::Mutex;
 
 use crate::from_map;
+use crate::line::{Place, Turn};
 use crate::session::Session;
 use crate::watchdog::{self, ExecTicket};
 
@@ -39,7 +39,8 @@ pub struct Op {
     id: u64,
     ticket: Arc<ExecTicket>,
     timeout_ms: Option<u64>,
-    // In a mutex only to make `Op` `Sync`: jobs hold `&Op` across awaits.
+    // In mutexes only to make `Op` `Sync`: jobs hold `&Op` across awaits.
+    place: Mutex<Option<Place>>,
     on_end: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
@@ -54,7 +55,7 @@ impl Op {
         on_end: Option<Box<dyn FnOnce() + Send>>,
     ) -> Self {
         let ticket = ExecTicket::new();
-        session.register_call(id, &ticket);
+        let place = session.register_call(id, &ticket);
         if let Some(ms) = call.timeout_ms {
             watchdog::schedule(Instant::now() + Duration::from_millis(ms), &ticket);
         }
@@ -64,6 +65,7 @@ impl Op {
             id,
             ticket,
             timeout_ms: call.timeout_ms,
+            place: Mutex::new(Some(place)),
             on_end: Mutex::new(on_end),
         }
     }
@@ -74,8 +76,11 @@ impl Op {
     }
 
     /// Wait for the session's interpreter, or say why the call gave up.
-    pub async fn turn(&self) -> Result<tokio::sync::MutexGuard<'_, Bash>, String> {
-        match self.session.turn(&self.ticket).await {
+    /// A call takes its turn once.
+    pub async fn turn(&self) -> Result<Turn, String> {
+        let place = self.place.lock().take();
+        let place = place.ok_or_else(|| format!("{}: its turn was already taken", self.name))?;
+        match Session::turn(&self.ticket, place).await {
             Some(bash) => Ok(bash),
             None if self.ticket.timed_out() => Err(format!(
                 "{} timed out after {} ms waiting for the session (option :timeout_ms)",

@@ -6,7 +6,8 @@
 //! Every operation that needs the interpreter (`exec`, `state`, `reset`, ...)
 //! is a task on the interpreter runtime that answers its `ReplyTo` (see
 //! `reply.rs`): no BEAM thread ever waits for the lock. The mutex serializes
-//! them per session in arrival order; different sessions run in parallel.
+//! them per session in the order they were submitted (`line.rs`); different
+//! sessions run in parallel.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -23,6 +24,7 @@ use crate::config_cache::{self, DecodedConfig};
 use crate::error::NifResult;
 use crate::interrupt::Interrupt;
 use crate::lifecycle::{Op, OpCallOptions};
+use crate::line::{Place, Turn};
 use crate::options::{self, SessionConfig};
 use crate::outcome::{ExecOutcome, Metrics, Partial, SharedPartial};
 use crate::reply::{Caller, Payload, ReplyTo, SharedCaller};
@@ -52,7 +54,7 @@ pub fn next_exec_id() -> u64 {
 /// and the tasks running its scripts.
 pub struct Session {
     pub id: u64,
-    bash: tokio::sync::Mutex<Bash>,
+    bash: Arc<tokio::sync::Mutex<Bash>>,
     /// The interpreter's outer filesystem, reachable without the lock so
     /// that `stat/2` and friends answer while a script runs. Replaced by
     /// `reset`.
@@ -144,7 +146,7 @@ impl Session {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             fs: RwLock::new(bash.fs()),
             layer: RwLock::new(layer),
-            bash: tokio::sync::Mutex::new(bash),
+            bash: Arc::new(tokio::sync::Mutex::new(bash)),
             current: Mutex::new(None),
             tickets: Mutex::new(HashMap::new()),
             channel,
@@ -302,9 +304,11 @@ impl Session {
     }
 
     /// Record call `id` (an exec, or a lifecycle call: `lifecycle.rs`) so
-    /// that `cancel_exec` reaches it.
-    pub(crate) fn register_call(&self, id: u64, ticket: &Arc<ExecTicket>) {
+    /// that `cancel_exec` reaches it, and put it in line for the
+    /// interpreter behind the calls submitted before it.
+    pub(crate) fn register_call(&self, id: u64, ticket: &Arc<ExecTicket>) -> Place {
         self.tickets.lock().insert(id, Arc::downgrade(ticket));
+        Place::take(&self.bash)
     }
 
     /// Call `id` has ended.
@@ -318,16 +322,13 @@ impl Session {
         tickets.len() == 1 && tickets.contains_key(&id)
     }
 
-    /// The interpreter, once this call's turn comes; `None` if `ticket` is
-    /// cancelled or times out first (a call must not wait out the whole
-    /// exec in front of it past its own deadline).
-    pub(crate) async fn turn(
-        &self,
-        ticket: &ExecTicket,
-    ) -> Option<tokio::sync::MutexGuard<'_, Bash>> {
+    /// The interpreter, once this call's `place` in line comes up; `None` if
+    /// `ticket` is cancelled or times out first (a call must not wait out
+    /// the whole exec in front of it past its own deadline).
+    pub(crate) async fn turn(ticket: &ExecTicket, place: Place) -> Option<Turn> {
         tokio::select! {
             biased;
-            bash = self.bash.lock() => Some(bash),
+            bash = place => Some(bash),
             () = ticket.stopped() => None,
         }
     }
@@ -534,7 +535,7 @@ pub fn exec(
     let caller = reply.caller();
     let ticket = ExecTicket::new();
     let partial = Partial::shared();
-    session.register_call(exec_id, &ticket);
+    let place = session.register_call(exec_id, &ticket);
     // A per-call timeout counts from the call, queueing behind other execs
     // of this session included.
     if let Some(ms) = call.timeout_ms {
@@ -554,7 +555,7 @@ pub fn exec(
         let outcome = guard::catch_future(async {
             // A deadline or cancel that comes while the exec still waits for
             // its turn ends it there (the exec never runs).
-            let Some(mut bash) = session.turn(&ticket).await else {
+            let Some(mut bash) = Session::turn(&ticket, place).await else {
                 return ExecOutcome::stopped(&ticket, call.timeout_ms);
             };
             let _running = Running::start(&session, &ticket, &bash);

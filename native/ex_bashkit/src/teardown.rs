@@ -16,6 +16,10 @@
 //! runner per drop: a batch is dropped once it holds [`BATCH`] items, or
 //! [`WITHIN`] after the first one arrived, whichever comes first (and by a
 //! build run of `warm.rs`, which is on a runner anyway).
+//!
+//! A drop that panics is caught and the rest of its batch still dropped: it
+//! must not end the task it runs in (a build run would leave its shelf
+//! marked as building, and get no build run again).
 
 use std::mem::ManuallyDrop;
 use std::ops::Deref;
@@ -41,7 +45,7 @@ pub fn later(item: impl Send + 'static) {
         (pending.len() >= BATCH).then(|| std::mem::take(&mut *pending))
     };
     if let Some(batch) = batch {
-        crate::runtime::spawn(async move { drop(batch) });
+        crate::runtime::spawn(async move { drop_each(batch) });
     } else if !DROP_DUE.swap(true, Ordering::AcqRel) {
         crate::runtime::spawn(async {
             tokio::time::sleep(WITHIN).await;
@@ -54,7 +58,16 @@ pub fn later(item: impl Send + 'static) {
 /// Drop what waits now, here: for code that already runs on a runner.
 pub fn drop_pending() {
     let batch = std::mem::take(&mut *PENDING.lock());
-    drop(batch);
+    drop_each(batch);
+}
+
+/// Drop every item of `batch`, each on its own: a panic in one drop is
+/// caught (nobody waits for a teardown to report it to), and the others
+/// are dropped still.
+fn drop_each(batch: Vec<Box<dyn Send>>) {
+    for item in batch {
+        let _ = crate::guard::catch(move || drop(item));
+    }
 }
 
 /// A value that is dropped by [`later`] when its holder drops it.
@@ -119,6 +132,24 @@ mod tests {
             let dropped_on = rx.recv_timeout(HANG).expect("dropped");
             assert_ne!(dropped_on, thread::current().id());
         }
+    }
+
+    /// Panics when it is dropped.
+    struct Bomb;
+
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            panic!("a drop that panics");
+        }
+    }
+
+    #[test]
+    fn a_drop_that_panics_is_caught_and_the_rest_is_dropped() {
+        crate::guard::install_panic_hook();
+        let (tx, rx) = mpsc::channel();
+        let batch: Vec<Box<dyn Send>> = vec![Box::new(Bomb), Box::new(Probe(tx))];
+        drop_each(batch);
+        assert_eq!(rx.try_recv(), Ok(thread::current().id()));
     }
 
     #[test]

@@ -15,7 +15,7 @@ use rustler::{LocalPid, ResourceArc, Term};
 use crate::error::NifResult;
 use crate::reply::{Caller, ReplyTo};
 use crate::session::{Session, SessionResource};
-use crate::value::{FromValue, Value};
+use crate::value::Value;
 use crate::{from_map, guard, runtime, tar_io};
 
 /// Options of `export_tar/3`, validated by Elixir (`path` normalized).
@@ -84,7 +84,7 @@ fn session_export_tar(
     pid: LocalPid,
     reference: Term,
 ) -> NifResult<()> {
-    let request = ExportRequest::from_value(&Value::from_term(request)?)?;
+    let request = ExportRequest::from_term(request)?;
     let reply = ReplyTo::new(Caller::process(pid, reference));
     export_tar(Arc::clone(&handle.session), request, reply);
     Ok(())

@@ -304,7 +304,7 @@ fn entries_of(spec: BuildSpec) -> Result<Vec<VfsEntry>, String> {
 /// `{:ok, {ref, id, bytes, files}}` or `{:error, message}`.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn image_build(spec: rustler::Term) -> NifResult<(ResourceArc<ImageResource>, String, u64, u64)> {
-    let spec = BuildSpec::from_value(&Value::from_term(spec)?)?;
+    let spec = BuildSpec::from_term(spec)?;
     let image = runtime::block_on(async { build(entries_of(spec)?).await })?;
     Ok((
         ResourceArc::new(ImageResource {

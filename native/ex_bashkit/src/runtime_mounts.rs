@@ -23,7 +23,7 @@ use crate::error::NifResult;
 use crate::options::MountSpec;
 use crate::reply::{Caller, ReplyTo};
 use crate::session::{Session, SessionResource};
-use crate::value::{FromValue, Value};
+use crate::value::Value;
 use crate::{guard, mounts, runtime};
 
 /// Attach `spec` to `session`, answering `:ok` or `{:error, message}`.
@@ -163,7 +163,7 @@ type Handle = ResourceArc<SessionResource>;
 /// `ExBashkit.Session.mount/4`: answers `:ok | {:error, message}` by message.
 #[rustler::nif]
 fn session_mount(handle: Handle, spec: Term, pid: LocalPid, reference: Term) -> NifResult<()> {
-    let spec = MountSpec::from_value(&Value::from_term(spec)?)?;
+    let spec = MountSpec::from_term(spec)?;
     mount(
         Arc::clone(&handle.session),
         spec,

@@ -27,7 +27,7 @@ use rustler::{LocalPid, ResourceArc, Term};
 use crate::error::NifResult;
 use crate::reply::{Caller, Payload, ReplyTo};
 use crate::session::{Session, SessionResource};
-use crate::value::{FromValue, Value};
+use crate::value::Value;
 use crate::{from_map, guard, runtime};
 
 /// The longest line grep returns; longer lines are cut (at a character
@@ -186,7 +186,7 @@ type Handle = ResourceArc<SessionResource>;
 /// | {:error, message}}`.
 #[rustler::nif]
 fn session_glob(handle: Handle, request: Term, pid: LocalPid, reference: Term) -> NifResult<()> {
-    let request = GlobRequest::from_value(&Value::from_term(request)?)?;
+    let request = GlobRequest::from_term(request)?;
     glob(
         Arc::clone(&handle.session),
         request,
@@ -199,7 +199,7 @@ fn session_glob(handle: Handle, request: Term, pid: LocalPid, reference: Term) -
 /// `{:error, {:invalid_regex, message}}` or `{:error, message}`.
 #[rustler::nif]
 fn session_grep(handle: Handle, request: Term, pid: LocalPid, reference: Term) -> NifResult<()> {
-    let request = GrepRequest::from_value(&Value::from_term(request)?)?;
+    let request = GrepRequest::from_term(request)?;
     grep(
         Arc::clone(&handle.session),
         request,

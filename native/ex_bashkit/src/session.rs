@@ -31,7 +31,7 @@ use crate::reply::{Caller, Payload, ReplyTo, SharedCaller};
 use crate::runner;
 use crate::script_shape::{self, OwnCommands, ScriptShape};
 use crate::teardown::{self, DropLater};
-use crate::value::{Bytes, FromValue, Value};
+use crate::value::{Bytes, Value};
 use crate::watchdog::{self, ExecTicket};
 use crate::{dirty, from_map, guard, runtime, warm};
 
@@ -1044,7 +1044,7 @@ fn exec_nif<'a>(env: Env<'a>, args: &[Term<'a>]) -> rustler::NifResult<Term<'a>>
 }
 
 fn decode_call(call: Term) -> NifResult<ExecCallOptions> {
-    Ok(ExecCallOptions::from_value(&Value::from_term(call)?)?)
+    Ok(ExecCallOptions::from_term(call)?)
 }
 
 /// Run the exec; `{:done, id, outcome}` or `{:ok, id}` (see `session_exec`).
@@ -1221,7 +1221,7 @@ pub fn op_for(
     call: Term,
     pid: &LocalPid,
 ) -> NifResult<Op> {
-    let call = OpCallOptions::from_value(&Value::from_term(call)?)?;
+    let call = OpCallOptions::from_term(call)?;
     let id = next_exec_id();
     let on_end = watch_caller(env, handle, pid, id);
     Ok(Op::new(

@@ -36,7 +36,7 @@ use crate::error::NifResult;
 use crate::lifecycle::Op;
 use crate::reply::{Caller, Payload, ReplyTo};
 use crate::session::{self, SessionResource};
-use crate::value::{Bytes, FromValue, Value};
+use crate::value::{Bytes, Value};
 use crate::{from_map, guard, runtime};
 
 /// Options of `snapshot/2`, validated by Elixir.
@@ -243,7 +243,7 @@ fn session_snapshot(
     pid: LocalPid,
     reference: Term,
 ) -> NifResult<()> {
-    let request = SnapshotRequest::from_value(&Value::from_term(request)?)?;
+    let request = SnapshotRequest::from_term(request)?;
     let op = session::op_for(env, &handle, "snapshot/2", call, &pid)?;
     let reply = ReplyTo::new(Caller::process(pid, reference));
     snapshot(op, request, reply);

@@ -212,7 +212,7 @@ impl Value {
         }
         let bad = |_| "undecodable term".to_string();
         Ok(match term.get_type() {
-            TermType::Atom => Value::Atom(Cow::Owned(term.atom_to_string().map_err(bad)?)),
+            TermType::Atom => Value::Atom(atom_name(term).map_err(bad)?),
             TermType::Binary => Value::Binary(term.decode_as_binary().map_err(bad)?.to_vec()),
             TermType::Integer => match term.decode::<i64>() {
                 Ok(n) => Value::Int(n.into()),
@@ -251,6 +251,36 @@ impl Value {
             other => return Err(format!("unsupported term type {other:?}")),
         })
     }
+}
+
+/// The name of atom `term`. The atoms most options hold (`nil`, `true`,
+/// `false`) are recognized without copying their text, which would
+/// allocate: decoding an exec's call options copied eight atoms.
+fn atom_name(term: Term<'_>) -> rustler::NifResult<Cow<'static, str>> {
+    use rustler::types::atom;
+    for (known, name) in [
+        (atom::nil(), "nil"),
+        (atom::false_(), "false"),
+        (atom::true_(), "true"),
+    ] {
+        if known == term {
+            return Ok(Cow::Borrowed(name));
+        }
+    }
+    term.atom_to_string().map(Cow::Owned)
+}
+
+/// Decode the field `key` of map `term` of the calling process: the value
+/// under the atom `key` (a missing key decodes like `nil`), as
+/// [`Value::field`] does for a decoded map. Nothing else of the map is read.
+pub fn field_of_term<T: FromValue>(term: Term<'_>, key: &'static str) -> Result<T, String> {
+    let name = Cow::Borrowed(key);
+    let atom = cached_atom(term.get_env(), &name).map_err(|_| format!("{key}: no such atom"))?;
+    let value = match term.map_get(atom) {
+        Ok(found) => Value::from_term_at(found, 1)?,
+        Err(_) => Value::nil(),
+    };
+    T::from_value(&value).map_err(|e| format!("{key}: {e}"))
 }
 
 /// Encode raw bytes as an Elixir binary in `env`.
@@ -404,7 +434,9 @@ impl FromValue for Bytes {
 }
 
 /// `FromValue` for a struct decoded from a map with atom keys, one key per
-/// field of the same name: the declaration is the field list.
+/// field of the same name: the declaration is the field list. Also
+/// `from_term`, which reads those fields straight from a map term of the
+/// calling process (the NIFs' arguments) without decoding the whole map.
 #[macro_export]
 macro_rules! from_map {
     ($ty:ident { $($field:ident),* $(,)? }) => {
@@ -414,6 +446,17 @@ macro_rules! from_map {
                     return Err(format!("expected a map for {}", stringify!($ty)));
                 }
                 Ok(Self { $($field: value.field(stringify!($field))?,)* })
+            }
+        }
+
+        impl $ty {
+            /// Decode from a map term (see `from_map!`).
+            #[allow(dead_code)]
+            pub fn from_term(term: rustler::Term<'_>) -> Result<Self, String> {
+                if !term.is_map() {
+                    return Err(format!("expected a map for {}", stringify!($ty)));
+                }
+                Ok(Self { $($field: $crate::value::field_of_term(term, stringify!($field))?,)* })
             }
         }
     };

@@ -34,6 +34,12 @@ enum State {
 impl Place {
     /// Join `bash`'s line now.
     pub fn take(bash: &Arc<Mutex<Bash>>) -> Self {
+        // A free interpreter is taken at once, with no future to allocate.
+        // This cannot jump the line: the mutex hands itself to a queued
+        // `lock` directly, so it is never free while one waits.
+        if let Ok(turn) = Arc::clone(bash).try_lock_owned() {
+            return Self(State::Served(Some(turn)));
+        }
         let mut lock: Pin<Box<dyn Future<Output = Turn> + Send>> =
             Box::pin(Arc::clone(bash).lock_owned());
         // Nothing is woken through this waker: the job polls the place

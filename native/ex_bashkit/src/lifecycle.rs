@@ -3,11 +3,11 @@
 //! deadline and a caller whose death cancels them, as an exec has.
 //!
 //! Each such call waits for the session's interpreter lock behind the
-//! calls submitted before it, like an exec (`line.rs`). That wait is what the deadline bounds and
-//! what a cancel ends: the call then answers `{:error, reason}` at once
-//! and never runs. Once it holds the lock it runs to its end (a reset or a
-//! restore is never left half applied); that part is bounded by the
-//! session's size, not by a script.
+//! calls submitted before it, like an exec (`line.rs`). That wait is what
+//! the deadline bounds and what a cancel ends: the call then answers
+//! `{:error, reason}` at once and never runs. Once it holds the lock it
+//! runs to its end (a reset or a restore is never left half applied); that
+//! part is bounded by the session's size, not by a script.
 //!
 //! The call is registered under its id in the session's table of calls, the
 //! one `cancel_exec` looks in, so the existing ways of cancelling an exec

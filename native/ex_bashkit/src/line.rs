@@ -69,21 +69,23 @@ impl Future for Place {
 mod tests {
     use super::*;
 
-    fn bash() -> Arc<Mutex<Bash>> {
-        Arc::new(Mutex::new(Bash::new()))
+    /// Three places in one fresh interpreter's line, in the order taken.
+    fn three_places() -> [Place; 3] {
+        let bash = Arc::new(Mutex::new(Bash::new()));
+        [(); 3].map(|()| Place::take(&bash))
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
     }
 
     #[test]
     fn places_are_served_in_the_order_they_were_taken() {
-        let bash = bash();
-        let first = Place::take(&bash);
-        let second = Place::take(&bash);
-        let third = Place::take(&bash);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
+        let [first, second, third] = three_places();
         let order = Arc::new(parking_lot::Mutex::new(Vec::new()));
-        runtime.block_on(async {
+        runtime().block_on(async {
             // Polled in the opposite order: the places decide, not this.
             let jobs = [(3, third), (2, second), (1, first)].map(|(n, place)| {
                 let order = Arc::clone(&order);
@@ -102,15 +104,9 @@ mod tests {
 
     #[test]
     fn a_place_let_go_of_unserved_does_not_hold_the_line() {
-        let bash = bash();
-        let first = Place::take(&bash);
-        let dropped = Place::take(&bash);
-        let third = Place::take(&bash);
+        let [first, dropped, third] = three_places();
         drop(dropped);
         drop(first);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        runtime.block_on(third);
+        runtime().block_on(third);
     }
 }

@@ -21,8 +21,8 @@
 //! `--ping PORT MILLIS` is the outside client of the responsiveness case.
 //! `--json` prints the same data as JSON with percentiles, for people.
 //! `--quick` shrinks every budget (a smoke run). Arguments name the case
-//! groups to run (default: all but `construct` and `handoff`, the
-//! investigation groups).
+//! groups to run (default: all but `construct`, `handoff`, `sched` and
+//! `phases`, the investigation groups).
 
 use std::fmt::Write as _;
 use std::future::IntoFuture as _;
@@ -280,6 +280,18 @@ fn timed<T>(f: impl FnOnce() -> T) -> (Duration, T) {
     let t0 = Instant::now();
     let value = f();
     (t0.elapsed(), value)
+}
+
+/// How much memory `echo_hi.exec_disturbed` writes between two execs: half
+/// of this CPU's per-core L2 cache (an AMD EPYC's 512 KiB).
+const DISTURBANCE_BYTES: usize = 256 * 1024;
+
+/// Write one word per cache line of `memory`.
+fn disturb(memory: &mut [u64]) {
+    for (i, word) in memory.iter_mut().enumerate().step_by(8) {
+        *word = word.wrapping_add(i as u64);
+    }
+    std::hint::black_box(memory);
 }
 
 // ---------------------------------------------------------------------------
@@ -559,6 +571,16 @@ impl Bench {
         let b = self.budget(Budget::new(2_000, 2_000, 200_000, 1_500));
         let xs = sample(b, || timed(|| rt.block_on(bash.exec(ECHO))).0);
         self.push_sample("echo_hi.exec", xs);
+
+        // The same exec after other work has run through the caches, as it
+        // does between two execs in the VM (the caller's loop, the result
+        // term, its GC): 256 KiB written, untimed, before each exec.
+        let mut other_work = vec![0u64; DISTURBANCE_BYTES / 8];
+        let xs = sample(b, || {
+            disturb(&mut other_work);
+            timed(|| rt.block_on(bash.exec(ECHO))).0
+        });
+        self.push_sample("echo_hi.exec_disturbed", xs);
 
         // The same exec handed to a runtime worker and answered to this
         // thread (mutex + spawn + channel): the NIF's path without the BEAM.
@@ -921,6 +943,44 @@ impl Bench {
         self.info("sched.recursion", format!("{:?}", r.map(|r| r.exit_code)));
     }
 
+    /// Investigation: does the machine's speed change while a run goes on?
+    /// `echo hi` and a calibrator that does no interpreter work (a 72 KB
+    /// memmove, bashkit's history trim, four times, and 50 small strings)
+    /// alternate call by call for 12 s; every 400 pairs the medians of
+    /// both are noted. When the calibrator slows down with the exec, the
+    /// machine did (other tenants of the host), not the interpreter.
+    fn phases(&mut self) {
+        let rt = Arc::clone(&self.rt);
+        let rt = &*rt;
+        let mut bash = build_bash();
+        let mut buffer = vec![0u8; 80_000];
+        let (mut execs, mut calibrations) = (String::new(), String::new());
+        let start = Instant::now();
+        let span = if self.quick { 1 } else { 12 };
+        while start.elapsed() < Duration::from_secs(span) {
+            let (mut e, mut c) = (Vec::with_capacity(400), Vec::with_capacity(400));
+            for _ in 0..400 {
+                e.push(timed(|| rt.block_on(bash.exec(ECHO))).0);
+                c.push(
+                    timed(|| {
+                        for _ in 0..4 {
+                            buffer.copy_within(72.., 0);
+                        }
+                        let words: Vec<String> = (0..50).map(|i| format!("w{i}")).collect();
+                        std::hint::black_box((&buffer, words));
+                    })
+                    .0,
+                );
+            }
+            e.sort_unstable();
+            c.sort_unstable();
+            let _ = write!(execs, "{} ", e[200].as_nanos() / 1000);
+            let _ = write!(calibrations, "{} ", c[200].as_nanos() / 1000);
+        }
+        self.info("phases.echo_us", execs.trim_end());
+        self.info("phases.calibrator_us", calibrations.trim_end());
+    }
+
     /// Investigation: where does construction time go?
     fn construct(&mut self) {
         let b = self.budget(Budget::new(500, 1_000, 50_000, 1_000));
@@ -1056,7 +1116,7 @@ fn main() {
             "--quick" => quick = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: ex_bashkit_raw_bench [--json] [--quick] [GROUP...]\ngroups: {} construct handoff sched",
+                    "usage: ex_bashkit_raw_bench [--json] [--quick] [GROUP...]\ngroups: {} construct handoff sched phases",
                     GROUPS.join(" ")
                 );
                 return;
@@ -1098,9 +1158,10 @@ fn main() {
             "construct" => bench.construct(),
             "handoff" => bench.handoff(),
             "sched" => bench.sched(),
+            "phases" => bench.phases(),
             other => {
                 eprintln!(
-                    "unknown group {other}; groups: {} construct handoff sched",
+                    "unknown group {other}; groups: {} construct handoff sched phases",
                     GROUPS.join(" ")
                 );
                 std::process::exit(2);

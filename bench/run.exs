@@ -63,6 +63,7 @@ defmodule Bench.Run do
 
     started = System.monotonic_time(:millisecond)
     load_before = loadavg()
+    calibrator_before = Bench.Raw.calibrator_windows()
 
     {records, loads} =
       Enum.flat_map_reduce(groups, [load_before], fn group, loads ->
@@ -85,6 +86,7 @@ defmodule Bench.Run do
         {records, [loadavg() | loads]}
       end)
 
+    calibrator_after = Bench.Raw.calibrator_windows()
     r = records |> merge_rounds() |> Bench.Report.index()
 
     cores =
@@ -107,6 +109,7 @@ defmodule Bench.Run do
       quick: quick?,
       renice: opts[:renice],
       noisy: Enum.any?(loads, &(&1 > cores)),
+      calibrator: {calibrator_before, calibrator_after},
       concurrency_ops: if(quick?, do: 5_000, else: 60_000)
     }
 

@@ -26,6 +26,26 @@ defmodule Bench.Raw do
     end
   end
 
+  @doc """
+  One second of the harness's `phases` group: the calibrator's median per
+  window of about 8 ms (µs), which rises while the host slows this VM's
+  memory traffic (bench/analysis.md, 2026-11-27 10:50). `[]` without the
+  harness.
+  """
+  def calibrator_windows do
+    if available?() do
+      Enum.find_value(run(["phases"], true), [], fn
+        {:info, "raw/phases.calibrator_us", text} ->
+          text |> String.split() |> Enum.map(&String.to_integer/1)
+
+        _ ->
+          nil
+      end)
+    else
+      []
+    end
+  end
+
   @doc "Run the UDP pinger against 127.0.0.1:`port` for `millis` ms."
   def ping(port, millis) do
     case System.cmd(binary(), ["--ping", Integer.to_string(port), Integer.to_string(millis)]) do

@@ -320,6 +320,7 @@ defmodule Bench.Report do
       "| machine | #{meta.cpu}, #{meta.cores} cores, #{meta.mem} |\n",
       "| software | Erlang/OTP #{meta.otp}, Elixir #{meta.elixir}, bashkit 0.20.2, #{meta.rustc} |\n",
       "| load average | #{meta.load_before} before, #{meta.load_after} after |\n",
+      calibrator_row(meta.calibrator),
       "| run | #{meta.duration}#{if meta.quick, do: " (`--quick`: small budgets, figures are rough)", else: ""}" <>
         "#{if meta.renice, do: ", interpreter threads reniced to #{meta.renice}", else: ""} |\n",
       if(meta.noisy,
@@ -330,6 +331,21 @@ defmodule Bench.Report do
         else: ""
       )
     ]
+  end
+
+  # How much of one second before and after the run the host slowed this
+  # VM's memory traffic: windows of the harness's calibrator more than 25 %
+  # slower than the fastest window of either second.
+  defp calibrator_row({[], _}), do: ""
+  defp calibrator_row({_, []}), do: ""
+
+  defp calibrator_row({before, after_run}) do
+    fastest = Enum.min(before ++ after_run)
+    slow = fn ws -> round(100 * Enum.count(ws, &(&1 > fastest * 1.25)) / length(ws)) end
+
+    "| host memory speed (`bench/raw phases`, 1 s) | windows slower than the fastest " <>
+      "(#{fastest} µs) by over 25 %: #{slow.(before)} % before, #{slow.(after_run)} % after " <>
+      "(such stretches slow every figure; bench/analysis.md, 2026-11-27 10:50) |\n"
   end
 
   defp cell(r, prefix, name) do

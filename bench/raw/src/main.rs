@@ -949,17 +949,25 @@ impl Bench {
     /// alternate call by call for 12 s; every 400 pairs the medians of
     /// both are noted. When the calibrator slows down with the exec, the
     /// machine did (other tenants of the host), not the interpreter.
+    /// `PHASES_DISTURB_KIB=N` writes N KiB before each exec, untimed (as
+    /// `echo_hi.exec_disturbed` does with 256).
     fn phases(&mut self) {
         let rt = Arc::clone(&self.rt);
         let rt = &*rt;
         let mut bash = build_bash();
         let mut buffer = vec![0u8; 80_000];
+        let disturbance_kib: usize = std::env::var("PHASES_DISTURB_KIB")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let mut other_work = vec![0u64; disturbance_kib * 1024 / 8];
         let (mut execs, mut calibrations) = (String::new(), String::new());
         let start = Instant::now();
         let span = if self.quick { 1 } else { 12 };
         while start.elapsed() < Duration::from_secs(span) {
             let (mut e, mut c) = (Vec::with_capacity(400), Vec::with_capacity(400));
             for _ in 0..400 {
+                disturb(&mut other_work);
                 e.push(timed(|| rt.block_on(bash.exec(ECHO))).0);
                 c.push(
                     timed(|| {

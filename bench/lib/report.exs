@@ -428,7 +428,7 @@ defmodule Bench.Report do
       disturbed ->
         [
           "\nThe same exec in Rust after 256 KiB of other memory traffic between two execs ",
-          "(what the VM's own work between two calls does to the caches): ",
+          "(as the VM's own work between two calls would): ",
           "#{fmt_ns(disturbed.median)} (#{fmt_ns(disturbed.p90)} / #{fmt_ns(disturbed.p99)}).\n"
         ]
     end

@@ -946,7 +946,8 @@ impl Bench {
     /// Investigation: does the machine's speed change while a run goes on?
     /// `echo hi` and a calibrator that does no interpreter work (a 72 KB
     /// memmove, bashkit's history trim, four times, and 50 small strings)
-    /// alternate call by call for 12 s; every 400 pairs the medians of
+    /// alternate call by call for 12 s (1 s with `--quick`, as
+    /// `scripts/bench` runs it before and after a run); every 400 pairs the medians of
     /// both are noted. When the calibrator slows down with the exec, the
     /// machine did (other tenants of the host), not the interpreter.
     /// `PHASES_DISTURB_KIB=N` writes N KiB before each exec, untimed (as

@@ -947,11 +947,11 @@ impl Bench {
     /// `echo hi` and a calibrator that does no interpreter work (a 72 KB
     /// memmove, bashkit's history trim, four times, and 50 small strings)
     /// alternate call by call for 12 s (1 s with `--quick`, as
-    /// `scripts/bench` runs it before and after a run); every 400 pairs the medians of
-    /// both are noted. When the calibrator slows down with the exec, the
-    /// machine did (other tenants of the host), not the interpreter.
-    /// `PHASES_DISTURB_KIB=N` writes N KiB before each exec, untimed (as
-    /// `echo_hi.exec_disturbed` does with 256).
+    /// `scripts/bench` runs it before and after a run); every 400 pairs
+    /// the medians of both are noted. When the calibrator slows down with
+    /// the exec, the machine did (other tenants of the host), not the
+    /// interpreter. `PHASES_DISTURB_KIB=N` writes N KiB before each exec,
+    /// untimed (as `echo_hi.exec_disturbed` does with 256).
     fn phases(&mut self) {
         let rt = Arc::clone(&self.rt);
         let rt = &*rt;

@@ -87,7 +87,15 @@ defmodule Bench.Cases do
   end
 
   def run("new", quick?) do
-    [sample("ours/session_new.new", {500, 1_000, 100_000, 1_500}, quick?, &Session.new/0)]
+    [
+      sample("ours/session_new.new", {500, 1_000, 100_000, 1_500}, quick?, &Session.new/0),
+      # With options, as most callers make them: the options are parsed on
+      # every call (the defaults' parse is kept), the configuration is the
+      # same each time (the native side decodes it once).
+      sample("ours/session_new.with_options", {500, 1_000, 100_000, 1_500}, quick?, fn ->
+        Session.new(env: %{"AGENT" => "bench"}, limits: [max_commands: 10_000])
+      end)
+    ]
   end
 
   def run("loop", quick?) do

@@ -26,6 +26,8 @@ defmodule Bench.Report do
      "pipeline"},
     {"write then read 1 MiB through the VFS", "vfs_1mb.write_read", "vfs_1mb.write_read", nil},
     {"`Session.new/1`", "session_new.new", "session_new.new", nil},
+    {"`Session.new/1` with `env:` and `limits:` (raw: the same build)", "session_new.new",
+     "session_new.with_options", nil},
     {"builtin round trip (script `answer`)", "builtin.exec", "builtin.exec", nil},
     {"1 MiB read through a `virtual_fs` backend", "vfs_backend_1mb.exec", "vfs_backend_1mb.exec",
      nil},
@@ -191,6 +193,7 @@ defmodule Bench.Report do
     raw_new_exec = median(r, "raw/echo_hi.new_exec")
     new = median(r, "ours/session_new.new")
     raw_new = median(r, "raw/session_new.new")
+    new_opts = median(r, "ours/session_new.with_options")
     builtin = median(r, "ours/builtin.exec")
     c1 = ops_per_s(r, "ours/concurrency.1")
     c2 = ops_per_s(r, "ours/concurrency.2")
@@ -218,7 +221,8 @@ defmodule Bench.Report do
        check(s_exec, raw_exec, &(&1 - &2 <= 3_000))},
       {"`ExBashkit.exec(\"echo hi\")` median", "≤ raw new+exec + 5 µs", plus.(once, raw_new_exec),
        check(once, raw_new_exec, &(&1 - &2 <= 5_000))},
-      {"`Session.new/1` median", "≤ raw new + 3 µs", plus.(new, raw_new),
+      {"`Session.new/1` median", "≤ raw new + 3 µs",
+       plus.(new, raw_new) <> "; with `env:` and `limits:`: #{fmt_ns(new_opts)}",
        check(new, raw_new, &(&1 - &2 <= 3_000))},
       {"builtin round trip", "≤ plain exec + 15 µs", plus.(builtin, s_exec),
        check(builtin, s_exec, &(&1 - &2 <= 15_000))},

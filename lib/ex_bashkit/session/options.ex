@@ -70,7 +70,29 @@ defmodule ExBashkit.Session.Options do
   # The known-option list, defaults, validation, the native map and the
   # options list in `ExBashkit.Session`'s docs are all derived from it: a new
   # option is one entry here plus its field in options.rs.
-  defp schema do
+  #
+  # Building the list formats its docs (`Defaults.doc/1`, `inspect/1`), about
+  # 30 µs: most of a `new/1` with options. So it is built once per loaded
+  # version of this module (a reload brings new closures) and kept, with its
+  # key list, in a persistent term.
+  defp schema, do: elem(schema_and_keys(), 0)
+
+  defp schema_and_keys do
+    version = __MODULE__.module_info(:md5)
+
+    case :persistent_term.get({__MODULE__, :schema}, nil) do
+      {^version, schema_and_keys} ->
+        schema_and_keys
+
+      _ ->
+        schema = build_schema()
+        schema_and_keys = {schema, Enum.map(schema, & &1.key)}
+        :persistent_term.put({__MODULE__, :schema}, {version, schema_and_keys})
+        schema_and_keys
+    end
+  end
+
+  defp build_schema do
     [
       %{
         key: :env,
@@ -346,7 +368,7 @@ defmodule ExBashkit.Session.Options do
 
   @doc false
   @spec known_options() :: [atom()]
-  def known_options, do: Enum.map(schema(), & &1.key)
+  def known_options, do: elem(schema_and_keys(), 1)
 
   @doc false
   # The options list of `ExBashkit.Session`'s moduledoc, from the schema.
@@ -389,31 +411,17 @@ defmodule ExBashkit.Session.Options do
 
   @doc false
   # `parse!([])`, the configuration of `new/0` and `ExBashkit.exec/1`.
-  # Parsing it is ~15 µs, a fair part of those calls, so it is kept in a
-  # persistent term; it depends on run-time configuration (the node's
-  # ceilings and default isolation), so it is kept with the configuration it
-  # was parsed under and parsed again when that changes.
   @spec parse_default!() :: parsed()
-  def parse_default! do
-    config = {Ceilings.read!(), default_isolation()}
-
-    case :persistent_term.get({__MODULE__, :default}, nil) do
-      {^config, parsed} ->
-        parsed
-
-      _ ->
-        parsed = parse!([])
-        :persistent_term.put({__MODULE__, :default}, {config, parsed})
-        parsed
-    end
-  end
+  def parse_default!, do: defaults(Ceilings.read!())
 
   @doc false
+  # Each option is parsed from its own value alone (and the node's ceilings),
+  # so the options left out keep their parsed defaults (`defaults/1`) and
+  # only the given ones are parsed: an option costs what its own check costs.
   @spec parse!(term()) :: parsed()
   def parse!(opts) do
     opts = to_keyword!(opts, "options")
-    schema = schema()
-    known = Enum.map(schema, & &1.key)
+    {schema, known} = schema_and_keys()
 
     for {key, _} <- opts, key not in known do
       raise ArgumentError,
@@ -422,17 +430,49 @@ defmodule ExBashkit.Session.Options do
     end
 
     ceilings = Ceilings.read!()
+    default = defaults(ceilings)
 
+    # In the schema's order, so that of two bad options the first listed
+    # raises; a key given twice counts once, the first time (`Keyword.get/2`).
     {native, session} =
-      Enum.reduce(schema, {%{}, %{}}, fn entry, {native, session} ->
-        value = parse_entry(entry, Keyword.get(opts, entry.key, :default), ceilings)
-        {put_native(native, entry, value), put_session(session, entry, value)}
+      Enum.reduce(schema, {default.native, Map.delete(default, :native)}, fn entry, acc ->
+        case List.keyfind(opts, entry.key, 0) do
+          nil -> acc
+          {_, value} -> put_entry(acc, entry, parse_entry(entry, value, ceilings))
+        end
       end)
 
     check_mount_conflicts!(native.mounts, session.virtual_fs)
     python_conflict!(native.python, session.builtins)
     Map.put(session, :native, native)
   end
+
+  # Every option at its default, as parsed under `ceilings` and the node's
+  # default isolation (run-time configuration). Parsing them is ~15 µs, a
+  # fair part of a `new/1`, so the result is kept in a persistent term with
+  # the configuration (and the version of this module) it was parsed under,
+  # and parsed again when that changes.
+  defp defaults(ceilings) do
+    config = {ceilings, default_isolation(), __MODULE__.module_info(:md5)}
+
+    case :persistent_term.get({__MODULE__, :default}, nil) do
+      {^config, parsed} ->
+        parsed
+
+      _ ->
+        {native, session} =
+          Enum.reduce(schema(), {%{}, %{}}, fn entry, acc ->
+            put_entry(acc, entry, parse_entry(entry, :default, ceilings))
+          end)
+
+        parsed = Map.put(session, :native, native)
+        :persistent_term.put({__MODULE__, :default}, {config, parsed})
+        parsed
+    end
+  end
+
+  defp put_entry({native, session}, entry, value),
+    do: {put_native(native, entry, value), put_session(session, entry, value)}
 
   defp parse_entry(%{parse: parse}, value, ceilings) when is_function(parse, 2),
     do: parse.(value, ceilings)
@@ -621,7 +661,8 @@ defmodule ExBashkit.Session.Options do
   # $HOME and prompts: a newline or a colon would forge extra entries or
   # fields there, a slash would move $HOME.
   defp name!(value, option) do
-    value = string!(value, inspect(option))
+    # `":" <> name`, not `inspect/1`, which costs µs on every `new/1`.
+    value = string!(value, ":#{option}")
     if value == "", do: raise(ArgumentError, "#{inspect(option)} must not be empty")
 
     if value =~ ~r{[\s:/\\]|[\x00-\x1f\x7f]}u do

@@ -55,27 +55,20 @@ defmodule ExBashkit do
 
   def exec(script, opts) when opts == [] or opts == %{} do
     script = Session.Exec.script!(script, "ExBashkit.exec/2")
-    isolation = Session.Options.default_isolation()
     # A default session's configuration: the defaults live in Elixir only.
-    config = Session.Options.parse_default!().native
-
-    submitted =
-      with :ok <- Session.Exec.check_script(script),
-           do: Backend.exec_once(config, script, isolation, %{})
-
-    case submitted do
-      {:ok, ref} -> Callbacks.await(ref, Callbacks.no_callbacks())
-      {:done, outcome} -> Callbacks.result(outcome)
-      {:error, _} = error -> ExBashkit.Error.wrap(error)
-    end
+    once(script, Session.Options.parse_default!().native)
   end
 
-  # With options, a throwaway session: its `:limits`, the call's options.
+  # With options: `:limits` configures the interpreter; call options (stdin,
+  # a timeout, streaming, change tracking) need a session's exec.
   def exec(script, opts) when is_list(opts) or is_map(opts) do
     script = Session.Exec.script!(script, "ExBashkit.exec/2")
     {limits, call} = opts |> Enum.to_list() |> Keyword.pop(:limits, [])
 
-    Session.new(limits: limits) |> Session.exec(script, call)
+    case call do
+      [] -> once(script, Session.Options.parse!(limits: limits).native)
+      _ -> Session.new(limits: limits) |> Session.exec(script, call)
+    end
   end
 
   def exec(_script, opts),
@@ -84,4 +77,19 @@ defmodule ExBashkit do
         ArgumentError,
         "ExBashkit.exec/2 options must be a keyword list or a map, got: #{inspect(opts)}"
       )
+
+  # A one-shot exec on an interpreter of its own, built for `config` (a
+  # session configuration's native map): in advance when the configuration
+  # is asked for often (`native/ex_bashkit/src/warm.rs`).
+  defp once(script, config) do
+    submitted =
+      with :ok <- Session.Exec.check_script(script),
+           do: Backend.exec_once(config, script, Session.Options.default_isolation(), %{})
+
+    case submitted do
+      {:ok, ref} -> Callbacks.await(ref, Callbacks.no_callbacks())
+      {:done, outcome} -> Callbacks.result(outcome)
+      {:error, _} = error -> ExBashkit.Error.wrap(error)
+    end
+  end
 end

@@ -30,6 +30,24 @@ defmodule ExBashkitTest do
     assert message =~ "maximum function depth exceeded"
   end
 
+  test "each call gets the interpreter its own :limits asked for, however often it is asked" do
+    # Calls with two configurations, interleaved: each configuration gets
+    # interpreters built in advance, and none is handed to the other.
+    loop = "for i in 1 2 3 4 5; do :; done; echo done"
+
+    for _ <- 1..40 do
+      assert {:error, %{reason: :limit, limit: :max_loop_iterations}} =
+               ExBashkit.exec(loop, limits: [max_loop_iterations: 3])
+
+      assert {:ok, %Result{stdout: "done\n"}} =
+               ExBashkit.exec(loop, %{limits: %{max_loop_iterations: 5}})
+    end
+
+    assert_raise ArgumentError, ~r/unknown limit :nope/, fn ->
+      ExBashkit.exec(loop, limits: [nope: 1])
+    end
+  end
+
   test "a script that is not valid UTF-8 is an error, not a crash" do
     assert {:error, %{message: "script is not valid UTF-8"}} = ExBashkit.exec(<<"echo ", 0xFF>>)
   end

@@ -104,8 +104,9 @@ defmodule ExBashkit.Backend do
   end
 
   @doc false
-  # `config` is a default session's native configuration (the core has no
-  # defaults of its own). Answers like `exec/5`.
+  # `config` is a session's native configuration with at most `:limits`
+  # given (`ExBashkit.exec/2`; the core has no defaults of its own).
+  # Answers like `exec/5`.
   @spec exec_once(map(), String.t(), :in_node | :process, map()) ::
           {:ok, reference()} | {:done, Callbacks.outcome()} | {:error, String.t()}
   def exec_once(config, script, :in_node, _meta) do

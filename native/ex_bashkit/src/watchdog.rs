@@ -177,6 +177,12 @@ impl Watchdog {
 }
 
 /// Time `ticket` out at `at` unless it has ended (been dropped) by then.
+///
+/// The watchdog is woken only when `at` comes before every deadline it
+/// waits for: it sleeps until the earliest one, and wakes then anyway.
+/// Calls that all pass the same `:timeout_ms` (an agent's loop) so queue
+/// their deadlines without a thread wake-up each, which costs the caller
+/// more than the rest of a short exec's bookkeeping.
 pub fn schedule(at: Instant, ticket: &Arc<ExecTicket>) {
     let dog = &*WATCHDOG;
     let mut queue = dog.queue.lock();
@@ -184,6 +190,9 @@ pub fn schedule(at: Instant, ticket: &Arc<ExecTicket>) {
         queue.heap.retain(|Reverse(e)| e.ticket.strong_count() > 0);
         queue.sweep_at = (queue.heap.len() * 2).max(1024);
     }
+    // The watchdog waits for a deadline no later than any in the heap (it
+    // is woken for each earlier one), so a later `at` needs no wake-up.
+    let earlier = queue.heap.peek().is_none_or(|Reverse(first)| at < first.at);
     queue.seq += 1;
     let seq = queue.seq;
     queue.heap.push(Reverse(Entry {
@@ -191,7 +200,9 @@ pub fn schedule(at: Instant, ticket: &Arc<ExecTicket>) {
         seq,
         ticket: Arc::downgrade(ticket),
     }));
-    dog.wake.notify_one();
+    if earlier {
+        dog.wake.notify_one();
+    }
 }
 
 #[cfg(test)]
@@ -218,6 +229,39 @@ mod tests {
         }
         assert!(ticket.timed_out());
         assert!(!ticket.was_cancelled());
+    }
+
+    /// Waits up to 5 s for `token` to be raised.
+    fn fired(token: &AtomicBool) -> bool {
+        let start = Instant::now();
+        while !token.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        token.load(Ordering::SeqCst)
+    }
+
+    #[test]
+    fn an_earlier_deadline_wakes_the_watchdog_and_later_ones_still_fire() {
+        let started = |ticket: &Arc<ExecTicket>| {
+            let token = Arc::new(AtomicBool::new(false));
+            ticket.start(Arc::clone(&token), Interrupt::new());
+            token
+        };
+        // The watchdog first sleeps towards a far deadline; one that comes
+        // before it must wake it.
+        let far = ExecTicket::new();
+        let far_token = started(&far);
+        schedule(Instant::now() + Duration::from_secs(3_600), &far);
+        let near = ExecTicket::new();
+        let near_token = started(&near);
+        schedule(Instant::now() + Duration::from_millis(30), &near);
+        // Scheduled without a wake-up: it is later than the near one.
+        let next = ExecTicket::new();
+        let next_token = started(&next);
+        schedule(Instant::now() + Duration::from_millis(60), &next);
+        assert!(fired(&near_token), "the earlier deadline never fired");
+        assert!(fired(&next_token), "the later deadline never fired");
+        assert!(!far_token.load(Ordering::SeqCst));
     }
 
     #[test]

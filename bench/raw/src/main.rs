@@ -21,8 +21,8 @@
 //! `--ping PORT MILLIS` is the outside client of the responsiveness case.
 //! `--json` prints the same data as JSON with percentiles, for people.
 //! `--quick` shrinks every budget (a smoke run). Arguments name the case
-//! groups to run (default: all but `construct`, `handoff`, `sched` and
-//! `phases`, the investigation groups).
+//! groups to run (default: all but `construct`, `handoff`, `sched`,
+//! `phases` and `gaps`, the investigation groups).
 
 use std::fmt::Write as _;
 use std::future::IntoFuture as _;
@@ -990,6 +990,52 @@ impl Bench {
         self.info("phases.calibrator_us", calibrations.trim_end());
     }
 
+    /// Investigation: `echo hi` after a pause, as an agent calls it (a model
+    /// thinks between two calls). For each pause (0, 1, 2, 10 ms) the median
+    /// exec of 400, and of a calibrator that does no interpreter work (a
+    /// 72 KB `memmove` ×4, as `phases`), both timed right after the pause.
+    /// On a VM whose host idles or lends the core away, both come back
+    /// slower after a pause; `bench/analysis.md` compares it with the VM's.
+    fn gaps(&mut self) {
+        let rt = Arc::clone(&self.rt);
+        let rt = &*rt;
+        let mut bash = build_bash();
+        let mut buffer = vec![0u8; 80_000];
+        let calls = if self.quick { 50 } else { 400 };
+        for pause_ms in [0u64, 1, 2, 10] {
+            let (mut execs, mut calibrations) = (Vec::new(), Vec::new());
+            for i in 0..calls * 2 {
+                std::thread::sleep(Duration::from_millis(pause_ms));
+                // The two in turn, each right after a pause of its own:
+                // both see the machine as a pause leaves it.
+                if i % 2 == 0 {
+                    execs.push(timed(|| rt.block_on(bash.exec(ECHO))).0);
+                } else {
+                    calibrations.push(
+                        timed(|| {
+                            for _ in 0..4 {
+                                buffer.copy_within(72.., 0);
+                            }
+                            std::hint::black_box(&buffer);
+                        })
+                        .0,
+                    );
+                }
+            }
+            execs.sort_unstable();
+            calibrations.sort_unstable();
+            let median = |xs: &[Duration]| xs[xs.len() / 2].as_nanos() / 1000;
+            self.info(
+                &format!("gaps.{pause_ms}ms"),
+                &format!(
+                    "echo {} us, calibrator {} us",
+                    median(&execs),
+                    median(&calibrations)
+                ),
+            );
+        }
+    }
+
     /// Investigation: where does construction time go?
     fn construct(&mut self) {
         let b = self.budget(Budget::new(500, 1_000, 50_000, 1_000));
@@ -1125,7 +1171,7 @@ fn main() {
             "--quick" => quick = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: ex_bashkit_raw_bench [--json] [--quick] [GROUP...]\ngroups: {} construct handoff sched phases",
+                    "usage: ex_bashkit_raw_bench [--json] [--quick] [GROUP...]\ngroups: {} construct handoff sched phases gaps",
                     GROUPS.join(" ")
                 );
                 return;
@@ -1168,9 +1214,10 @@ fn main() {
             "handoff" => bench.handoff(),
             "sched" => bench.sched(),
             "phases" => bench.phases(),
+            "gaps" => bench.gaps(),
             other => {
                 eprintln!(
-                    "unknown group {other}; groups: {} construct handoff sched phases",
+                    "unknown group {other}; groups: {} construct handoff sched phases gaps",
                     GROUPS.join(" ")
                 );
                 std::process::exit(2);

@@ -1027,7 +1027,7 @@ impl Bench {
             let median = |xs: &[Duration]| xs[xs.len() / 2].as_nanos() / 1000;
             self.info(
                 &format!("gaps.{pause_ms}ms"),
-                &format!(
+                format!(
                     "echo {} us, calibrator {} us",
                     median(&execs),
                     median(&calibrations)

@@ -71,8 +71,8 @@ defmodule ExBashkit.Session.Options do
   # options list in `ExBashkit.Session`'s docs are all derived from it: a new
   # option is one entry here plus its field in options.rs.
   #
-  # Building the list formats its docs (`Defaults.doc/1`, `inspect/1`), about
-  # 30 µs: most of a `new/1` with options. So it is built once per loaded
+  # Building the list formats its docs (`Defaults.doc/1`, `inspect/1`), 10 to
+  # 20 µs: most of what a `new/1` with options paid for them. So it is built once per loaded
   # version of this module (a reload brings new closures) and kept, with its
   # key list, in a persistent term.
   defp schema, do: elem(schema_and_keys(), 0)
@@ -448,7 +448,7 @@ defmodule ExBashkit.Session.Options do
   end
 
   # Every option at its default, as parsed under `ceilings` and the node's
-  # default isolation (run-time configuration). Parsing them is ~15 µs, a
+  # default isolation (run-time configuration). Parsing them is ~12 µs, a
   # fair part of a `new/1`, so the result is kept in a persistent term with
   # the configuration (and the version of this module) it was parsed under,
   # and parsed again when that changes.

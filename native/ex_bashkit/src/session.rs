@@ -1087,9 +1087,9 @@ impl rustler::Resource for OneShotResource {
 /// `ExBashkit.exec/1`, run like `session_exec`: returns `{:done, outcome}`
 /// when it completed inline, else `:ok` and the answer comes by message.
 /// `config` is what `new/1` decodes to with no options, or with `:limits`
-/// only (Elixir declares the defaults). A quick script runs where it was called when an interpreter
-/// built in advance is ready ([`once_runs_here`]); anything else moves to a
-/// dirty CPU scheduler first.
+/// only (Elixir declares the defaults). A quick script runs where it was
+/// called when an interpreter built in advance is ready
+/// ([`once_runs_here`]); anything else moves to a dirty CPU scheduler first.
 #[rustler::nif]
 fn exec_once<'a>(
     env: Env<'a>,

@@ -78,17 +78,23 @@ defmodule ExBashkit.Session.Options do
   defp schema, do: elem(schema_and_keys(), 0)
 
   defp schema_and_keys do
-    version = __MODULE__.module_info(:md5)
+    kept(:schema, __MODULE__.module_info(:md5), fn ->
+      schema = build_schema()
+      {schema, Enum.map(schema, & &1.key)}
+    end)
+  end
 
-    case :persistent_term.get({__MODULE__, :schema}, nil) do
-      {^version, schema_and_keys} ->
-        schema_and_keys
+  # The value kept under `name`, if it was made under `made_under`; else
+  # `make.()`, kept from now on.
+  defp kept(name, made_under, make) do
+    case :persistent_term.get({__MODULE__, name}, nil) do
+      {^made_under, value} ->
+        value
 
       _ ->
-        schema = build_schema()
-        schema_and_keys = {schema, Enum.map(schema, & &1.key)}
-        :persistent_term.put({__MODULE__, :schema}, {version, schema_and_keys})
-        schema_and_keys
+        value = make.()
+        :persistent_term.put({__MODULE__, name}, {made_under, value})
+        value
     end
   end
 
@@ -455,20 +461,14 @@ defmodule ExBashkit.Session.Options do
   defp defaults(ceilings) do
     config = {ceilings, default_isolation(), __MODULE__.module_info(:md5)}
 
-    case :persistent_term.get({__MODULE__, :default}, nil) do
-      {^config, parsed} ->
-        parsed
+    kept(:default, config, fn ->
+      {native, session} =
+        Enum.reduce(schema(), {%{}, %{}}, fn entry, acc ->
+          put_entry(acc, entry, parse_entry(entry, :default, ceilings))
+        end)
 
-      _ ->
-        {native, session} =
-          Enum.reduce(schema(), {%{}, %{}}, fn entry, acc ->
-            put_entry(acc, entry, parse_entry(entry, :default, ceilings))
-          end)
-
-        parsed = Map.put(session, :native, native)
-        :persistent_term.put({__MODULE__, :default}, {config, parsed})
-        parsed
-    end
+      Map.put(session, :native, native)
+    end)
   end
 
   defp put_entry({native, session}, entry, value),

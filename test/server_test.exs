@@ -200,7 +200,16 @@ defmodule ExBashkit.ServerTest do
         Server.start_link(limits: [max_loop_iterations: 1_000_000_000, timeout_ms: 600_000])
 
       task = Task.async(fn -> Server.exec(pid, "while true; do :; done") end)
-      assert eventually(fn -> Server.cancel(pid) == :ok end)
+
+      # This once failed (process mode, 2026-11-27): cancel/1 never saw the
+      # loop running. If the exec ended on its own, say how.
+      assert eventually(fn -> Server.cancel(pid) == :ok end, 10_000, fn ->
+               case Task.yield(task, 0) do
+                 nil -> "(the exec is still running)"
+                 ended -> "(the exec ended first: #{inspect(ended)})"
+               end
+             end)
+
       assert {:error, %{message: message}} = Task.await(task, 10_000)
       assert message =~ "cancel"
       assert Server.cancel(pid) == :idle

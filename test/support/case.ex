@@ -70,24 +70,25 @@ defmodule ExBashkit.Test.Case do
 
   @doc """
   Poll `fun` every few milliseconds until it returns a truthy value, for at
-  most `timeout` ms; raise past it. Returns the value.
+  most `timeout` ms; raise past it, with what `explain` returns then (the
+  state a failure report needs). Returns the value.
   """
-  @spec eventually((() -> term()), pos_integer()) :: term()
-  def eventually(fun, timeout \\ 10_000) do
-    poll(fun, System.monotonic_time(:millisecond) + timeout)
+  @spec eventually((() -> term()), pos_integer(), (() -> String.t())) :: term()
+  def eventually(fun, timeout \\ 10_000, explain \\ fn -> "" end) do
+    poll(fun, System.monotonic_time(:millisecond) + timeout, explain)
   end
 
-  defp poll(fun, deadline) do
+  defp poll(fun, deadline, explain) do
     cond do
       value = fun.() ->
         value
 
       System.monotonic_time(:millisecond) > deadline ->
-        raise "condition not met in time"
+        raise String.trim("condition not met in time " <> explain.())
 
       true ->
         Process.sleep(5)
-        poll(fun, deadline)
+        poll(fun, deadline, explain)
     end
   end
 

@@ -6,7 +6,8 @@ defmodule ExBashkit.Test.Case do
   #   * `run!/3`: an exec that must succeed, its `%Result{}`;
   #   * `ok!/2`: the same, and the script must exit 0;
   #   * `out/2`: its stdout;
-  #   * `eventually/2`: poll a condition, bounded (raises past the timeout);
+  #   * `eventually/3`: poll a condition, bounded (raises past the timeout,
+  #     saying why if asked);
   #   * `wait_until_running/1`: until a session has an exec in flight;
   #   * `tmp_path/1`: a fresh host path under the system tmp dir, removed
   #     when the test ends;
@@ -29,6 +30,7 @@ defmodule ExBashkit.Test.Case do
           out: 2,
           eventually: 1,
           eventually: 2,
+          eventually: 3,
           wait_until_running: 1,
           tmp_path: 1,
           stateful_script: 0

@@ -2,11 +2,11 @@ defmodule Mix.Tasks.ExBashkit.Package do
   @shortdoc "Builds this host's precompiled artifact and records its checksum"
 
   @moduledoc """
-  Builds the release NIF (and every executable of the crate) from source,
+  Builds the NIF (and every executable of the crate) from source,
   writes the precompiled artifact for this target into a directory, and adds
   or updates its line in `checksum-Elixir.ExBashkit.Native.exs`.
 
-      mix ex_bashkit.package [--out DIR] [--target TRIPLE] [--checksum-file FILE]
+      mix ex_bashkit.package [--out DIR] [--target TRIPLE] [--checksum-file FILE] [--profile NAME]
 
   - `--out DIR`: where the artifact goes (default `artifacts/`).
   - `--target TRIPLE`: cross-build for another Rust target
@@ -14,6 +14,8 @@ defmodule Mix.Tasks.ExBashkit.Package do
     named as the compiler names it when it looks for a download.
   - `--checksum-file FILE`: the checksum file to update (default the
     project's).
+  - `--profile NAME`: the cargo profile (default `dist`: the release
+    profile with thin LTO, see `native/ex_bashkit/Cargo.toml`).
 
   Needs cargo; ignores `EX_BASHKIT_BUILD` (it always builds). The release
   workflow runs it once per target; see RELEASING.md.
@@ -23,7 +25,7 @@ defmodule Mix.Tasks.ExBashkit.Package do
 
   alias ExBashkit.Build.{Artifact, Checksums, SourceBuild, Target}
 
-  @switches [out: :string, target: :string, checksum_file: :string]
+  @switches [out: :string, target: :string, checksum_file: :string, profile: :string]
 
   @impl true
   def run(args) do
@@ -39,7 +41,7 @@ defmodule Mix.Tasks.ExBashkit.Package do
     files =
       SourceBuild.build!(
         cargo: cargo,
-        profile: "release",
+        profile: opts[:profile] || "dist",
         target: if(target == Target.host(), do: nil, else: target)
       )
 

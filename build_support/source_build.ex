@@ -20,9 +20,10 @@ defmodule ExBashkit.Build.SourceBuild do
 
   @doc """
   Runs `cargo build` and returns `[{installed_name, built_path}]`, the
-  library first. Options: `:cargo` (path), `:profile` (`"release"`, default,
-  or `"debug"`), `:target` (a Rust triple to cross-build for; default the
-  host, built without `--target`).
+  library first. Options: `:cargo` (path), `:profile` (a cargo profile:
+  `"release"`, default, `"debug"`, or one of `Cargo.toml`'s such as
+  `"dist"`), `:target` (a Rust triple to cross-build for; default the host,
+  built without `--target`).
   """
   @spec build!(keyword()) :: [{String.t(), Path.t()}]
   def build!(opts \\ []) do
@@ -33,7 +34,7 @@ defmodule ExBashkit.Build.SourceBuild do
 
     args =
       ["build", "--manifest-path", Path.join(@crate, "Cargo.toml")] ++
-        if(profile == "release", do: ["--release"], else: []) ++
+        profile_args(profile) ++
         if(cross, do: ["--target", cross], else: [])
 
     case System.cmd(cargo, args, into: IO.stream(:standard_error, :line), stderr_to_stdout: true) do
@@ -59,6 +60,11 @@ defmodule ExBashkit.Build.SourceBuild do
 
     files
   end
+
+  # cargo's output directory is named after the profile, `dev`'s excepted.
+  defp profile_args("release"), do: ["--release"]
+  defp profile_args("debug"), do: []
+  defp profile_args(profile), do: ["--profile", profile]
 
   defp target_dir, do: System.get_env("CARGO_TARGET_DIR") || Path.join(@crate, "target")
 

@@ -25,14 +25,19 @@ defmodule ExBashkit.Precompiled.DownloadTest do
     File.mkdir_p!(scratch)
     on_exit(fn -> File.rm_rf(scratch) end)
 
-    # Packaged in this checkout, whose cargo build is already there; the
-    # repository's own checksum file is left alone.
+    # Packaged in this checkout from its release build, which is already
+    # there (the default, `dist`, would build everything again with LTO);
+    # the repository's own checksum file is left alone.
     sums_file = Path.join(scratch, "sums.exs")
+
+    args =
+      ["ex_bashkit.package", "--out", Path.join(scratch, "out"), "--checksum-file", sums_file] ++
+        ["--profile", "release"]
 
     {output, status} =
       FreshProject.mix(
         root,
-        ["ex_bashkit.package", "--out", Path.join(scratch, "out"), "--checksum-file", sums_file],
+        args,
         mix_env: "test",
         env: [{"PATH", System.get_env("PATH")}],
         timeout: 1_200_000

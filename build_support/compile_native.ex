@@ -16,8 +16,10 @@ defmodule Mix.Tasks.Compile.ExBashkitNative do
   - No entry, or the server cannot be reached: build from source when cargo
     is on PATH, otherwise fail with a message that names both ways out.
   - `EX_BASHKIT_BUILD=1` always builds from source (`cargo build --release`
-    on every compile; a no-op build takes ~0.1 s). `EX_BASHKIT_CARGO_PROFILE=debug`
-    builds a faster-to-build debug library.
+    on every compile; a no-op build takes ~0.1 s). `EX_BASHKIT_CARGO_PROFILE`
+    picks another cargo profile: `debug` (faster to build), or `dist` (thin
+    LTO, as the precompiled artifacts are built: slow to build, about 3 µs
+    faster per exec).
   - Files are installed only when their content changed
     (`ExBashkit.Build.Install`).
   """

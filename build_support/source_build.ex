@@ -61,7 +61,8 @@ defmodule ExBashkit.Build.SourceBuild do
     files
   end
 
-  # cargo's output directory is named after the profile, `dev`'s excepted.
+  # `debug` is cargo's `dev` profile, built without a flag; every profile
+  # builds into the target directory's folder of the name used here.
   defp profile_args("release"), do: ["--release"]
   defp profile_args("debug"), do: []
   defp profile_args(profile), do: ["--profile", profile]

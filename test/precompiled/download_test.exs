@@ -30,14 +30,18 @@ defmodule ExBashkit.Precompiled.DownloadTest do
     # the repository's own checksum file is left alone.
     sums_file = Path.join(scratch, "sums.exs")
 
-    args =
-      ["ex_bashkit.package", "--out", Path.join(scratch, "out"), "--checksum-file", sums_file] ++
-        ["--profile", "release"]
-
     {output, status} =
       FreshProject.mix(
         root,
-        args,
+        [
+          "ex_bashkit.package",
+          "--out",
+          Path.join(scratch, "out"),
+          "--checksum-file",
+          sums_file,
+          "--profile",
+          "release"
+        ],
         mix_env: "test",
         env: [{"PATH", System.get_env("PATH")}],
         timeout: 1_200_000

@@ -94,6 +94,12 @@ defmodule Bench.Cases do
       # same each time (the native side decodes it once).
       sample("ours/session_new.with_options", {500, 1_000, 100_000, 1_500}, quick?, fn ->
         Session.new(env: %{"AGENT" => "bench"}, limits: [max_commands: 10_000])
+      end),
+      # A configuration never asked for before, so nothing was built in
+      # advance: decoded and built during the call, as a caller that
+      # creates sessions now and then gets it.
+      sample("ours/session_new.in_call", {500, 1_000, 100_000, 1_500}, quick?, fn ->
+        Session.new(limits: [max_commands: 1_000_000 + System.unique_integer([:positive])])
       end)
     ]
   end

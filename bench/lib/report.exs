@@ -415,7 +415,8 @@ defmodule Bench.Report do
         "#{fmt_ns(spawn.median)} (#{fmt_ns(spawn.p90)} / #{fmt_ns(spawn.p99)}), against ",
         "#{fmt_ns(median(r, "raw/echo_hi.exec"))} when the interpreter runs on the calling thread.\n",
         disturbed_row(r),
-        first_exec_row(r)
+        first_exec_row(r),
+        built_in_call_row(r)
       ]
     else
       ""
@@ -452,6 +453,27 @@ defmodule Bench.Report do
           "(#{fmt_ns(first.p90)} / #{fmt_ns(first.p99)}), against #{fmt_ns(median(r, "raw/echo_hi.exec"))} ",
           "for a later exec of the same interpreter.\n"
         ]
+    end
+  end
+
+  # `Session.new/1` is bimodal (an interpreter built in advance, or one
+  # built during the call); this is the second mode, beside raw's build
+  # when its interpreters are freed on another thread, as the NIF's
+  # teardown frees them.
+  defp built_in_call_row(r) do
+    case {stats(r, "ours/session_new.in_call"), stats(r, "raw/session_new.new_dropped_elsewhere")} do
+      {%{} = ours, %{} = elsewhere} ->
+        [
+          "\n`Session.new/1` with a configuration never asked for before (nothing built in advance: ",
+          "decoded and built during the call): #{fmt_ns(ours.median)} (#{fmt_ns(ours.p90)} / ",
+          "#{fmt_ns(ours.p99)}). Raw bashkit's build when the interpreters before it were dropped ",
+          "on another thread in batches of 8, as the NIF's teardown drops sessions: ",
+          "#{fmt_ns(elsewhere.median)} (#{fmt_ns(elsewhere.p90)} / #{fmt_ns(elsewhere.p99)}), against ",
+          "#{fmt_ns(median(r, "raw/session_new.new"))} when each is dropped where it was built.\n"
+        ]
+
+      _ ->
+        ""
     end
   end
 

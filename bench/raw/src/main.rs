@@ -290,6 +290,10 @@ fn timed<T>(f: impl FnOnce() -> T) -> (Duration, T) {
     (t0.elapsed(), value)
 }
 
+/// How many interpreters `session_new.new_dropped_elsewhere` hands to its
+/// dropper thread at once: the NIF's teardown batch (`teardown.rs`).
+const DROP_BATCH: usize = 8;
+
 /// How much memory `echo_hi.exec_disturbed` writes between two execs: half
 /// of this CPU's per-core L2 cache (an AMD EPYC's 512 KiB).
 const DISTURBANCE_BYTES: usize = 256 * 1024;
@@ -643,6 +647,26 @@ impl Bench {
             d
         });
         self.push_sample("session_new.new", xs);
+
+        // The same build when the interpreters before it are dropped on
+        // another thread, in batches of 8: what the NIF's teardown
+        // (`teardown.rs`) does to a session built on the caller's scheduler.
+        // The allocator then reuses memory another core freed and wrote.
+        let (batches, dropped) = std::sync::mpsc::channel::<Vec<Bash>>();
+        let dropper = std::thread::spawn(move || dropped.into_iter().for_each(drop));
+        let mut batch = Vec::with_capacity(DROP_BATCH);
+        let xs = sample(b, || {
+            let (d, bash) = timed(build_bash);
+            batch.push(bash);
+            if batch.len() == DROP_BATCH {
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(DROP_BATCH));
+                batches.send(full).expect("the dropper thread runs");
+            }
+            d
+        });
+        drop((batch, batches));
+        dropper.join().expect("the dropper thread ends");
+        self.push_sample("session_new.new_dropped_elsewhere", xs);
     }
 
     fn script_case(&mut self, name: &str, script: &str, limits: ExecutionLimits, budget: Budget) {

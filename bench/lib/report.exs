@@ -194,6 +194,7 @@ defmodule Bench.Report do
     new = median(r, "ours/session_new.new")
     raw_new = median(r, "raw/session_new.new")
     new_opts = median(r, "ours/session_new.with_options")
+    new_in_call = median(r, "ours/session_new.in_call")
     builtin = median(r, "ours/builtin.exec")
     c1 = ops_per_s(r, "ours/concurrency.1")
     c2 = ops_per_s(r, "ours/concurrency.2")
@@ -222,7 +223,9 @@ defmodule Bench.Report do
       {"`ExBashkit.exec(\"echo hi\")` median", "≤ raw new+exec + 5 µs", plus.(once, raw_new_exec),
        check(once, raw_new_exec, &(&1 - &2 <= 5_000))},
       {"`Session.new/1` median", "≤ raw new + 3 µs",
-       plus.(new, raw_new) <> "; with `env:` and `limits:`: #{fmt_ns(new_opts)}",
+       plus.(new, raw_new) <>
+         "; with `env:` and `limits:`: #{fmt_ns(new_opts)}; " <>
+         "nothing built in advance: #{fmt_ns(new_in_call)}",
        check(new, raw_new, &(&1 - &2 <= 3_000))},
       {"builtin round trip", "≤ plain exec + 15 µs", plus.(builtin, s_exec),
        check(builtin, s_exec, &(&1 - &2 <= 15_000))},

@@ -293,6 +293,7 @@ defmodule Bench.Report do
       "![latency chart](bench/charts/latency.svg)\n\n",
       latency_table(r),
       extra_rows(r),
+      built_in_call_row(r),
       otp_table(r),
       "\n## Concurrency\n\n",
       "N sessions, each driven by its own caller (an Elixir process for ExBashkit, a tokio task ",
@@ -418,8 +419,7 @@ defmodule Bench.Report do
         "#{fmt_ns(spawn.median)} (#{fmt_ns(spawn.p90)} / #{fmt_ns(spawn.p99)}), against ",
         "#{fmt_ns(median(r, "raw/echo_hi.exec"))} when the interpreter runs on the calling thread.\n",
         disturbed_row(r),
-        first_exec_row(r),
-        built_in_call_row(r)
+        first_exec_row(r)
       ]
     else
       ""

@@ -6,7 +6,7 @@
 # every ratio in the report comes from one run. It writes BENCHMARKS.md and
 # the charts in bench/charts/.
 
-for file <- ~w(stats sampler raw cases otp_cases chart report) do
+for file <- ~w(stats sampler raw bare_nif cases otp_cases chart report) do
   Code.require_file("lib/#{file}.exs", __DIR__)
 end
 

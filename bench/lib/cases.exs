@@ -83,7 +83,24 @@ defmodule Bench.Cases do
       sample("ours/echo_hi.exec", {500, 1_000, 100_000, 1_500}, quick?, fn ->
         ExBashkit.exec(@echo)
       end)
-    ] ++ bash_sample("echo_hi", @echo, quick?)
+    ] ++ bare_nif_exec(quick?) ++ bash_sample("echo_hi", @echo, quick?)
+  end
+
+  # The same `echo hi` through the bare NIF (bench/lib/bare_nif.exs), timed
+  # like `Session.exec/2` in the same rounds: the floor of an exec in the VM.
+  defp bare_nif_exec(quick?) do
+    if Bench.BareNif.available?() do
+      bare = Bench.BareNif.new()
+      {"hi\n", "", 0} = Bench.BareNif.exec(bare, @echo)
+
+      [
+        sample("vm/bare_nif.exec", {2_000, 2_000, 200_000, 1_500}, quick?, fn ->
+          Bench.BareNif.exec(bare, @echo)
+        end)
+      ]
+    else
+      [{:unavailable, "vm/bare_nif.exec", "the bare NIF is not built (scripts/bench builds it)"}]
+    end
   end
 
   def run("new", quick?) do
@@ -101,7 +118,17 @@ defmodule Bench.Cases do
       sample("ours/session_new.in_call", {500, 1_000, 100_000, 1_500}, quick?, fn ->
         Session.new(limits: [max_commands: 1_000_000 + System.unique_integer([:positive])])
       end)
-    ]
+    ] ++ bare_nif_new(quick?)
+  end
+
+  # An interpreter built during the call by the bare NIF, dropped where the
+  # VM collects its handle: the floor of a `Session.new/1` built in the call.
+  defp bare_nif_new(quick?) do
+    if Bench.BareNif.available?() do
+      [sample("vm/bare_nif.new", {500, 1_000, 100_000, 1_500}, quick?, &Bench.BareNif.new/0)]
+    else
+      [{:unavailable, "vm/bare_nif.new", "the bare NIF is not built (scripts/bench builds it)"}]
+    end
   end
 
   def run("loop", quick?) do

@@ -211,22 +211,26 @@ defmodule Bench.Report do
     nested_ms = info(r, "ours/nested.ms")
     around = median(r, "ours/echo_hi.around_interpreter")
     disturbed = median(r, "raw/echo_hi.exec_disturbed")
+    bare_exec = median(r, "vm/bare_nif.exec")
+    bare_new = median(r, "vm/bare_nif.new")
     plus = fn a, b -> "#{fmt_ns(a)} vs #{fmt_ns(b)}: #{fmt_signed_delta(a, b)}" end
+    also = fn label, v -> if is_number(v), do: "; #{label}: #{fmt_ns(v)}", else: "" end
     p99 = fn s -> if s, do: "p99 #{fmt_ns(s.p99)} (median #{fmt_ns(s.median)})", else: "–" end
 
     [
       {"`Session.exec(\"echo hi\")` median", "≤ raw exec + 3 µs",
        plus.(s_exec, raw_exec) <>
          "; outside the interpreter in the same call: #{fmt_ns(around)}; " <>
-         "raw with its caches disturbed between execs: #{fmt_ns(disturbed)}",
+         "raw with its caches disturbed between execs: #{fmt_ns(disturbed)}" <>
+         also.("bashkit behind a bare NIF", bare_exec),
        check(s_exec, raw_exec, &(&1 - &2 <= 3_000))},
       {"`ExBashkit.exec(\"echo hi\")` median", "≤ raw new+exec + 5 µs", plus.(once, raw_new_exec),
        check(once, raw_new_exec, &(&1 - &2 <= 5_000))},
       {"`Session.new/1` median", "≤ raw new + 3 µs",
        plus.(new, raw_new) <>
          "; with `env:` and `limits:`: #{fmt_ns(new_opts)}; " <>
-         "nothing built in advance: #{fmt_ns(new_in_call)}",
-       check(new, raw_new, &(&1 - &2 <= 3_000))},
+         "nothing built in advance: #{fmt_ns(new_in_call)}" <>
+         also.("a bare NIF's build", bare_new), check(new, raw_new, &(&1 - &2 <= 3_000))},
       {"builtin round trip", "≤ plain exec + 15 µs", plus.(builtin, s_exec),
        check(builtin, s_exec, &(&1 - &2 <= 15_000))},
       {"total execs/s, 2 sessions vs 1", "≥ 1.6×",
@@ -570,9 +574,10 @@ defmodule Bench.Report do
   # What no design can beat, from figures of this run (group `floor`): raw
   # bashkit's buffered exec (how the NIF runs a short straight-line script
   # such as `echo hi`), its live execution (how it runs the others, for
-  # their yields), and the VM's own dirty no-op call, which a quick script
+  # their yields), the VM's own dirty no-op call, which a quick script
   # (`echo hi`, run on the caller's scheduler) does not make and any other
-  # script does. Each goal the floor already misses is out of reach.
+  # script does, and bashkit behind a bare NIF (groups `echo` and `new`).
+  # Each goal the floor already misses is out of reach.
   defp floor_table(r) do
     buffered = median(r, "raw/sched.echo.inline_exec")
     live = median(r, "raw/sched.echo.inline_execute_sinks")
@@ -597,14 +602,17 @@ defmodule Bench.Report do
         "the NIF runs other scripts so that a long one can be moved off its thread), both polled ",
         "inline in Rust; a raw ",
         "custom builtin answered inline and by a thread that sleeps until asked (`--only builtin`); and ",
-        "`:erts_debug.dirty_cpu(:wait, 0)`, a dirty CPU call that does nothing, from Elixir. ",
-        "A quick script such as `echo hi` runs buffered on the caller's own scheduler, with no ",
-        "dirty call: its floor is raw bashkit's. Every other in-node exec is one dirty call.\n\n",
+        "`:erts_debug.dirty_cpu(:wait, 0)`, a dirty CPU call that does nothing, from Elixir; ",
+        "and the bare NIF (`bench/raw/src/lib.rs`, groups `echo` and `new`): bashkit built with the ",
+        "NIF's settings behind the thinnest NIF, its `exec` polled on the caller's scheduler on a big ",
+        "stack, with nothing of ours around it. A quick script such as `echo hi` runs buffered on the ",
+        "caller's own scheduler, with no dirty call: its floor is the bare NIF's. Every other in-node ",
+        "exec is one dirty call.\n\n",
         "| | figure | goal it bounds |\n|---|---|---|\n",
         "| raw buffered `exec(\"echo hi\")` | #{fmt_ns(buffered)} | |\n",
         "| raw live execution, same script | #{fmt_ns(live)} (#{fmt_signed_delta(live, buffered)}: what a script that may run long pays; upstream, see bench/analysis.md) | |\n",
         "| dirty no-op call, median | #{fmt_ns(noop)} (what a script that is not quick adds) | |\n",
-        "| **floor of `Session.exec`** = raw buffered | #{fmt_ns(buffered)}; measured #{fmt_ns(s_exec)} (#{fmt_delta(s_exec, buffered)} over the floor) | raw + 3 µs |\n",
+        exec_floor_rows(r, buffered, s_exec),
         back_call_rows(raw_builtin, raw_builtin_thread, builtin, s_exec),
         "| dirty no-op calls/s, 64 processes | #{if noop64, do: fmt_int(noop64), else: "–"} | |\n",
         "| CPU per dirty no-op call, one process | #{if noop_cpu, do: fmt_ns(noop_cpu), else: "–"} (the schedulers' busy-waiting) | |\n",
@@ -612,6 +620,33 @@ defmodule Bench.Report do
       ]
     else
       []
+    end
+  end
+
+  # What bashkit costs in this VM behind the thinnest NIF (group `echo`,
+  # `Bench.BareNif`): the floor of `Session.exec/2` for any NIF design. Without
+  # it (a harness built before it), raw bashkit's buffered exec in Rust.
+  defp exec_floor_rows(r, buffered, s_exec) do
+    bare = median(r, "vm/bare_nif.exec")
+    raw = median(r, "raw/echo_hi.exec")
+    bare_new = median(r, "vm/bare_nif.new")
+    in_call = median(r, "ours/session_new.in_call")
+
+    if is_number(bare) do
+      [
+        "| bare NIF `exec(\"echo hi\")`: bashkit behind the thinnest NIF, in this VM (`bench/raw/src/lib.rs`) | ",
+        "#{fmt_ns(bare)} (#{fmt_signed_delta(bare, raw)} over raw's exec: what the VM costs any NIF) | |\n",
+        "| **floor of `Session.exec`** = the bare NIF's exec | #{fmt_ns(bare)}; measured #{fmt_ns(s_exec)} ",
+        "(#{fmt_signed_delta(s_exec, bare)} over the floor) | raw + 3 µs |\n",
+        if(is_number(bare_new),
+          do:
+            "| **floor of a `Session.new/1` built during the call** = the bare NIF's build (dropped where the VM collects it) | " <>
+              "#{fmt_ns(bare_new)}; measured #{fmt_ns(in_call)} (#{fmt_signed_delta(in_call, bare_new)}) | raw new + 3 µs |\n",
+          else: ""
+        )
+      ]
+    else
+      "| **floor of `Session.exec`** = raw buffered | #{fmt_ns(buffered)}; measured #{fmt_ns(s_exec)} (#{fmt_delta(s_exec, buffered)} over the floor) | raw + 3 µs |\n"
     end
   end
 

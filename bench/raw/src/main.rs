@@ -3,7 +3,8 @@
 //!
 //! Every case runs the same scripts as `bench/*.exs`, on a `Bash` built with
 //! the same builder settings as `native/ex_bashkit/src/options.rs::build_bash`
-//! (see `build_bash` below, keep the two in step) and on the same tokio setup
+//! (`same_as_nif.rs`, shared with the bare NIF in `lib.rs`; keep the two in
+//! step) and on the same tokio setup
 //! as `native/ex_bashkit/src/runtime.rs` (multi-thread runtime, one worker per
 //! core and at least two, 64 MiB stacks), with the same allocator (mimalloc;
 //! build with `--no-default-features` for glibc's).
@@ -31,9 +32,11 @@ use std::time::{Duration, Instant};
 
 use bashkit::{
     async_trait, Bash, Builtin, BuiltinContext, ExecResult, ExecutionLimits, InMemoryFs,
-    SessionLimits,
 };
 use tokio::runtime::{Builder, Runtime};
+
+mod same_as_nif;
+use same_as_nif::{build_bash, builder, finish, poll_inline, runtime};
 
 /// The same allocator as the NIF (see native/ex_bashkit/src/allocator.rs).
 #[cfg(feature = "mimalloc")]
@@ -86,32 +89,8 @@ fn noise(len: usize, seed: u64) -> Vec<u8> {
 }
 
 // ---------------------------------------------------------------------------
-// The same interpreter and runtime as the NIF.
-
-/// `options.rs::build_bash` with a default `SessionConfig`: cwd "/",
-/// username, hostname, limits, cumulative limits unlimited, alias expansion.
-fn builder(limits: ExecutionLimits) -> bashkit::BashBuilder {
-    Bash::builder()
-        .cwd("/")
-        .username("sandbox")
-        .hostname("bashkit-sandbox")
-        .limits(limits)
-        .session_limits(
-            SessionLimits::new()
-                .max_total_commands(u64::MAX)
-                .max_exec_calls(u64::MAX),
-        )
-}
-
-fn finish(mut bash: Bash) -> Bash {
-    // options.rs::enable_alias_expansion.
-    let mut state = bash.shell_state();
-    state
-        .variables
-        .insert("SHOPT_expand_aliases".to_string(), "1".to_string());
-    bash.restore_shell_state(&state);
-    bash
-}
+// The same interpreter and runtime as the NIF (`same_as_nif.rs`), and the
+// cases' own builders.
 
 /// A named way of building an interpreter (the construction cases).
 type MakeBash = Box<dyn Fn() -> Bash>;
@@ -124,10 +103,6 @@ fn history_trims(buffer: &mut [u8]) {
     }
 }
 
-fn build_bash() -> Bash {
-    finish(builder(ExecutionLimits::new()).build())
-}
-
 /// Limits the loop case needs (it runs 20 000 commands); the Elixir side
 /// passes the same `:limits`.
 fn loop_limits() -> ExecutionLimits {
@@ -136,70 +111,10 @@ fn loop_limits() -> ExecutionLimits {
         .max_loop_iterations(1_000_000)
 }
 
-/// `runtime.rs::runtime`.
-fn runtime() -> Runtime {
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    Builder::new_multi_thread()
-        .worker_threads(cores.max(2))
-        .thread_stack_size(64 * 1024 * 1024)
-        .thread_name("ex_bashkit")
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
 // ---------------------------------------------------------------------------
 // The scheduler investigation (group `sched`): what running a script on the
 // calling thread costs, on a big stack switched in with corosensei, polled
 // with a waker that only records a wake-up (as the NIF's inline path does).
-
-/// A waker that records that it was woken.
-struct Flag(std::sync::atomic::AtomicBool);
-
-impl std::task::Wake for Flag {
-    fn wake(self: Arc<Self>) {
-        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-thread_local! {
-    /// One big stack per thread, reused by every inline run.
-    static BIG_STACK: std::cell::RefCell<Option<corosensei::stack::DefaultStack>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// Poll `fut` on this thread's big stack until it completes, counting the
-/// times it returned Pending (bashkit's live execution yields every 64
-/// commands).
-fn poll_inline<F: std::future::Future>(rt: &Runtime, fut: F) -> (F::Output, u64) {
-    let _ctx = rt.enter();
-    BIG_STACK.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let stack = slot.get_or_insert_with(|| {
-            corosensei::stack::DefaultStack::new(64 * 1024 * 1024).expect("stack")
-        });
-        corosensei::on_stack(stack, || {
-            let flag = Arc::new(Flag(std::sync::atomic::AtomicBool::new(false)));
-            let waker = std::task::Waker::from(Arc::clone(&flag));
-            let mut cx = std::task::Context::from_waker(&waker);
-            let mut fut = std::pin::pin!(fut);
-            let mut pendings = 0;
-            loop {
-                if let std::task::Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-                    return (v, pendings);
-                }
-                pendings += 1;
-                if !flag.0.swap(false, std::sync::atomic::Ordering::Relaxed) {
-                    // Nothing woke it: a real wait. Block like a runner would.
-                    std::thread::yield_now();
-                }
-            }
-        })
-    })
-}
 
 /// Submissions so far: an idle worker spinning before it parks watches it.
 static SUBMITTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

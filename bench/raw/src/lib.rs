@@ -1,8 +1,9 @@
 //! The bare NIF: bashkit behind the thinnest NIF that runs a script the way
 //! the issue-12 design must (on the caller's scheduler, polled inline on a
 //! big stack so that deep recursion cannot overflow a thread stack), and
-//! nothing else: no options, no lock queue, no metering, no limits checks,
-//! no teardown thread, a three-element tuple for an answer. `bench/run.exs`
+//! nothing else: no options, no call queue, no ticket, no metering, no
+//! teardown thread, a three-element tuple for an answer (bashkit's own
+//! limits still apply). `bench/run.exs`
 //! loads it as `Bench.BareNif` (bench/lib/bare_nif.exs) and times it beside
 //! `Session.exec/2` and `Session.new/0`: what any NIF over bashkit pays in
 //! the VM, so the part of ours above it is ours.

@@ -89,18 +89,21 @@ defmodule Bench.Cases do
   # The same `echo hi` through the bare NIF (bench/lib/bare_nif.exs), timed
   # like `Session.exec/2` in the same rounds: the floor of an exec in the VM.
   defp bare_nif_exec(quick?) do
-    if Bench.BareNif.available?() do
+    with_bare_nif("vm/bare_nif.exec", fn ->
       bare = Bench.BareNif.new()
       {"hi\n", "", 0} = Bench.BareNif.exec(bare, @echo)
 
-      [
-        sample("vm/bare_nif.exec", {2_000, 2_000, 200_000, 1_500}, quick?, fn ->
-          Bench.BareNif.exec(bare, @echo)
-        end)
-      ]
-    else
-      [{:unavailable, "vm/bare_nif.exec", "the bare NIF is not built (scripts/bench builds it)"}]
-    end
+      sample("vm/bare_nif.exec", {2_000, 2_000, 200_000, 1_500}, quick?, fn ->
+        Bench.BareNif.exec(bare, @echo)
+      end)
+    end)
+  end
+
+  # `case_fun`'s record, or `name` reported unavailable without the bare NIF.
+  defp with_bare_nif(name, case_fun) do
+    if Bench.BareNif.available?(),
+      do: [case_fun.()],
+      else: [{:unavailable, name, "the bare NIF is not built (scripts/bench builds it)"}]
   end
 
   def run("new", quick?) do
@@ -124,11 +127,9 @@ defmodule Bench.Cases do
   # An interpreter built during the call by the bare NIF, dropped where the
   # VM collects its handle: the floor of a `Session.new/1` built in the call.
   defp bare_nif_new(quick?) do
-    if Bench.BareNif.available?() do
-      [sample("vm/bare_nif.new", {500, 1_000, 100_000, 1_500}, quick?, &Bench.BareNif.new/0)]
-    else
-      [{:unavailable, "vm/bare_nif.new", "the bare NIF is not built (scripts/bench builds it)"}]
-    end
+    with_bare_nif("vm/bare_nif.new", fn ->
+      sample("vm/bare_nif.new", {500, 1_000, 100_000, 1_500}, quick?, &Bench.BareNif.new/0)
+    end)
   end
 
   def run("loop", quick?) do

@@ -612,7 +612,7 @@ defmodule Bench.Report do
         "| raw buffered `exec(\"echo hi\")` | #{fmt_ns(buffered)} | |\n",
         "| raw live execution, same script | #{fmt_ns(live)} (#{fmt_signed_delta(live, buffered)}: what a script that may run long pays; upstream, see bench/analysis.md) | |\n",
         "| dirty no-op call, median | #{fmt_ns(noop)} (what a script that is not quick adds) | |\n",
-        exec_floor_rows(r, buffered, s_exec),
+        bare_nif_floor_rows(r, buffered, s_exec),
         back_call_rows(raw_builtin, raw_builtin_thread, builtin, s_exec),
         "| dirty no-op calls/s, 64 processes | #{if noop64, do: fmt_int(noop64), else: "–"} | |\n",
         "| CPU per dirty no-op call, one process | #{if noop_cpu, do: fmt_ns(noop_cpu), else: "–"} (the schedulers' busy-waiting) | |\n",
@@ -623,10 +623,11 @@ defmodule Bench.Report do
     end
   end
 
-  # What bashkit costs in this VM behind the thinnest NIF (group `echo`,
-  # `Bench.BareNif`): the floor of `Session.exec/2` for any NIF design. Without
-  # it (a harness built before it), raw bashkit's buffered exec in Rust.
-  defp exec_floor_rows(r, buffered, s_exec) do
+  # What bashkit costs in this VM behind the thinnest NIF (groups `echo` and
+  # `new`, `Bench.BareNif`): the floor of `Session.exec/2`, and of a
+  # `Session.new/1` built during the call, for any NIF design. Without it (a
+  # harness built before it), raw bashkit's buffered exec in Rust.
+  defp bare_nif_floor_rows(r, buffered, s_exec) do
     bare = median(r, "vm/bare_nif.exec")
     raw = median(r, "raw/echo_hi.exec")
     bare_new = median(r, "vm/bare_nif.new")

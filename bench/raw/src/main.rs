@@ -33,10 +33,10 @@ use std::time::{Duration, Instant};
 use bashkit::{
     async_trait, Bash, Builtin, BuiltinContext, ExecResult, ExecutionLimits, InMemoryFs,
 };
-use tokio::runtime::{Builder, Runtime};
+use tokio::runtime::Runtime;
 
 mod same_as_nif;
-use same_as_nif::{build_bash, builder, finish, poll_inline, runtime};
+use same_as_nif::{build_bash, builder, finish, poll_inline, runtime, runtime_builder};
 
 /// The same allocator as the NIF (see native/ex_bashkit/src/allocator.rs).
 #[cfg(feature = "mimalloc")]
@@ -122,12 +122,7 @@ static SUBMITTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::n
 /// `runtime()` whose idle workers spin up to `spin_us` before parking,
 /// returning early once a new task was submitted.
 fn spin_runtime(spin_us: u64) -> Runtime {
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let mut b = Builder::new_multi_thread();
-    b.worker_threads(cores.max(2))
-        .thread_stack_size(64 * 1024 * 1024)
-        .thread_name("ex_bashkit")
-        .enable_all();
+    let mut b = runtime_builder();
     if spin_us > 0 {
         b.on_thread_park(move || {
             use std::sync::atomic::Ordering::Relaxed;

@@ -37,16 +37,21 @@ pub fn build_bash() -> Bash {
     finish(builder(ExecutionLimits::new()).build())
 }
 
-/// `runtime.rs::runtime`.
-pub fn runtime() -> Runtime {
+/// `runtime.rs::runtime`'s settings, for variants that add to them.
+pub fn runtime_builder() -> Builder {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    Builder::new_multi_thread()
+    let mut builder = Builder::new_multi_thread();
+    builder
         .worker_threads(cores.max(2))
         .thread_stack_size(64 * 1024 * 1024)
         .thread_name("ex_bashkit")
-        .enable_all()
-        .build()
-        .expect("runtime")
+        .enable_all();
+    builder
+}
+
+/// `runtime.rs::runtime`.
+pub fn runtime() -> Runtime {
+    runtime_builder().build().expect("runtime")
 }
 
 /// A waker that records that it was woken.

@@ -257,6 +257,19 @@ defmodule ExBashkit.AgentExecTest do
                )
              )
     end
+
+    test "max_history_entries keeps the newest commands only; 0 keeps none" do
+      s = Session.new(limits: [max_history_entries: 2])
+      for script <- ["echo one", "echo two", "echo three"], do: run!(s, script)
+      # The `history` command itself is recorded once it has run.
+      assert run!(s, "history").stdout == "    1  echo two\n    2  echo three\n"
+      assert run!(s, "history").stdout == "    1  echo three\n    2  history\n"
+
+      none = Session.new(limits: [max_history_entries: 0])
+      run!(none, "echo one")
+      assert run!(none, "history").stdout == ""
+      assert run!(Session.new(), "history").stdout == ""
+    end
   end
 
   describe "state/1" do

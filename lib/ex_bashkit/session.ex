@@ -351,6 +351,7 @@ defmodule ExBashkit.Session do
           | :max_stderr_bytes
           | :max_total_commands
           | :max_exec_calls
+          | :max_history_entries
           | :max_fs_bytes
           | :max_files
           | :max_file_bytes

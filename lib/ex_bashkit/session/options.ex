@@ -47,6 +47,12 @@ defmodule ExBashkit.Session.Options do
        "commands across every exec of the session, so work cannot dodge `:max_commands` " <>
          "by being split across calls."},
     max_exec_calls: {"unlimited", "execs over the session's life."},
+    max_history_entries:
+      {"1,000",
+       "commands the `history` builtin keeps, oldest dropped first; 0 keeps none. Once " <>
+         "it is full, bashkit 0.20 drops an entry by shifting the whole list, on every " <>
+         "exec (about 4 µs at 1,000): a long-lived session that never reads its history " <>
+         "runs faster with a low value."},
     max_fs_bytes:
       {"100,000,000",
        "total bytes of all files in the in-memory filesystem; a write past it fails that " <>

@@ -37,6 +37,8 @@ pub struct Limits {
     pub max_stderr_bytes: Option<u64>,
     pub max_total_commands: Option<u64>,
     pub max_exec_calls: Option<u64>,
+    /// Entries the `history` builtin keeps (bashkit's `max_history_entries`).
+    pub max_history_entries: Option<u64>,
     /// The in-memory filesystem's quotas (bashkit's `FsLimits`).
     pub max_fs_bytes: Option<u64>,
     pub max_files: Option<u64>,
@@ -53,6 +55,7 @@ from_map!(Limits {
     max_stderr_bytes,
     max_total_commands,
     max_exec_calls,
+    max_history_entries,
     max_fs_bytes,
     max_files,
     max_file_bytes,
@@ -232,6 +235,9 @@ pub fn execution_limits(limits: &Limits) -> ExecutionLimits {
     }
     if let Some(v) = limits.max_stderr_bytes {
         out = out.max_stderr_bytes(to_usize(v));
+    }
+    if let Some(v) = limits.max_history_entries {
+        out = out.max_history_entries(to_usize(v));
     }
     out
 }

@@ -65,6 +65,8 @@ pub mod worker;
 mod allocator;
 #[cfg(test)]
 mod enif_stubs;
+#[cfg(test)]
+mod instruction_probe;
 
 pub use value::Value;
 

@@ -200,6 +200,7 @@ defmodule Bench.Report do
     c2 = ops_per_s(r, "ours/concurrency.2")
     c64 = ops_per_s(r, "ours/concurrency.64")
     raw64 = ops_per_s(r, "raw/concurrency.64")
+    raw64_threads = ops_per_s(r, "raw/concurrency_threads.64")
     cpu_echo = cpu_per_op(r, "ours/cpu.echo")
     raw_cpu_echo = cpu_per_op(r, "raw/cpu.echo")
     cpu_loop = cpu_per_op(r, "ours/cpu.loop50")
@@ -216,6 +217,21 @@ defmodule Bench.Report do
     plus = fn a, b -> "#{fmt_ns(a)} vs #{fmt_ns(b)}: #{fmt_signed_delta(a, b)}" end
     also = fn label, v -> if is_number(v), do: "; #{label}: #{fmt_ns(v)}", else: "" end
     p99 = fn s -> if s, do: "p99 #{fmt_ns(s.p99)} (median #{fmt_ns(s.median)})", else: "–" end
+    # The issue's baseline is raw bashkit on 64 threads: the harness's 64
+    # tokio tasks (which run one after another: `echo hi` never yields) and
+    # 64 OS threads (interleaved by the kernel) are both shown; the verdict
+    # takes the faster of the two.
+    threads_baseline = fn
+      ours, threads when is_number(threads) ->
+        "; raw on 64 OS threads: #{fmt_int(threads)} (#{fmt_ratio(ratio(ours, threads))})"
+
+      _, _ ->
+        ""
+    end
+
+    stricter = fn tasks, threads ->
+      if is_number(threads), do: max(tasks, threads), else: tasks
+    end
 
     [
       {"`Session.exec(\"echo hi\")` median", "≤ raw exec + 3 µs",
@@ -237,8 +253,9 @@ defmodule Bench.Report do
        "#{fmt_int(c2)} / #{fmt_int(c1)} = #{fmt_ratio(ratio(c2, c1))}",
        check(c2, c1, &(&1 / &2 >= 1.6))},
       {"total execs/s at 64 sessions", "≥ 0.5× raw at 64",
-       "#{fmt_int(c64)} vs #{fmt_int(raw64)} = #{fmt_ratio(ratio(c64, raw64))}",
-       check(c64, raw64, &(&1 / &2 >= 0.5))},
+       "#{fmt_int(c64)} vs #{fmt_int(raw64)} = #{fmt_ratio(ratio(c64, raw64))}" <>
+         threads_baseline.(c64, raw64_threads),
+       check(c64, stricter.(raw64, raw64_threads), &(&1 / &2 >= 0.5))},
       {"CPU per exec, `echo hi`", "≤ 1.5× raw",
        "#{fmt_ns(cpu_echo)} vs #{fmt_ns(raw_cpu_echo)} = #{fmt_ratio(ratio(cpu_echo, raw_cpu_echo))}",
        check(cpu_echo, raw_cpu_echo, &(&1 <= 1.5 * &2))},

@@ -752,6 +752,54 @@ impl Bench {
                 latencies,
             });
         }
+        self.concurrency_threads(64, total);
+    }
+
+    /// The 64-session goal's baseline as issue 12 words it: raw bashkit on
+    /// `n` OS threads, each with its own interpreter, polled as the NIF
+    /// polls a quick script. The tokio tasks above run one after another
+    /// (an `echo hi` never yields), so each interpreter keeps the caches
+    /// to itself for all its execs. Threads are preempted by the kernel
+    /// and interleave, as the VM's processes do.
+    fn concurrency_threads(&mut self, n: usize, total: usize) {
+        let per = total.div_ceil(n);
+        let sessions: Vec<Bash> = (0..n).map(|_| build_bash()).collect();
+        let start_line = std::sync::Barrier::new(n + 1);
+        let rt = &self.rt;
+        let (latencies, elapsed, cpu) = std::thread::scope(|scope| {
+            let threads: Vec<_> = sessions
+                .into_iter()
+                .map(|mut bash| {
+                    let start_line = &start_line;
+                    scope.spawn(move || {
+                        let mut lat = Vec::with_capacity(per);
+                        start_line.wait();
+                        for _ in 0..per {
+                            let t0 = Instant::now();
+                            let _ = poll_inline(rt, bash.exec(ECHO));
+                            lat.push(t0.elapsed().as_nanos() as u64);
+                        }
+                        lat
+                    })
+                })
+                .collect();
+            let cpu0 = cpu_ns();
+            let start = Instant::now();
+            start_line.wait();
+            let latencies: Vec<u64> = threads
+                .into_iter()
+                .flat_map(|t| t.join().expect("thread"))
+                .collect();
+            (latencies, start.elapsed(), cpu_ns() - cpu0)
+        });
+        self.records.push(Record::Throughput {
+            name: format!("concurrency_threads.{n}"),
+            sessions: n,
+            ops: latencies.len() as u64,
+            elapsed_ns: elapsed.as_nanos() as u64,
+            cpu_ns: cpu,
+            latencies,
+        });
     }
 
     /// RSS growth while `count` more sessions are created and kept, after

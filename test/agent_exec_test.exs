@@ -268,7 +268,10 @@ defmodule ExBashkit.AgentExecTest do
       none = Session.new(limits: [max_history_entries: 0])
       run!(none, "echo one")
       assert run!(none, "history").stdout == ""
-      assert run!(Session.new(), "history").stdout == ""
+
+      default = Session.new()
+      for i <- 1..3, do: run!(default, "echo #{i}")
+      assert run!(default, "history").stdout =~ ~r/\A    1  echo 1\n.*    3  echo 3\n\z/s
     end
   end
 

@@ -4,8 +4,9 @@
 //!
 //! Why count: this VM's host has long slow stretches in which the same
 //! call takes up to twice as long (bench/analysis.md, 2026-11-27 10:50), so
-//! a few µs between two builds are hard to time. A count does not depend
-//! on the host: the same run gives the same figure.
+//! a few µs between two builds are hard to time. A count hardly depends on
+//! the host: instructions repeat within 0.2 % from run to run (simulated
+//! misses vary more, the runtime's other threads being counted too).
 //!
 //! `instructions_per_exec` (ignored, so the test suite never runs it) runs
 //! `echo hi` `PROBE_CALLS` times, after enough calls to fill the history
@@ -14,6 +15,8 @@
 //!   runs a quick script (its reply unused, as the exec NIF's own answer);
 //! - `bashkit`: the same configuration's interpreter, bashkit's plain
 //!   `exec` polled on a big stack, as the bare NIF of bench/raw does.
+//!
+//! Both use `SessionConfig::default()`, the configuration with no options.
 //!
 //! `PROBE_HISTORY`, when set, is the sessions' `max_history_entries`.
 //! The script runs each mode twice with different call counts and divides

@@ -240,6 +240,27 @@ enum Record {
     Info(String, String),
 }
 
+impl Record {
+    /// `sessions` callers' `latencies` (one per op), `elapsed` in all, and
+    /// the CPU time the whole process used meanwhile.
+    fn throughput(
+        name: String,
+        sessions: usize,
+        latencies: Vec<u64>,
+        elapsed: Duration,
+        cpu_ns: u64,
+    ) -> Self {
+        Record::Throughput {
+            name,
+            sessions,
+            ops: latencies.len() as u64,
+            elapsed_ns: elapsed.as_nanos() as u64,
+            cpu_ns,
+            latencies,
+        }
+    }
+}
+
 fn erl_bin(s: &str) -> String {
     // <<"...">> with the bytes escaped Erlang-style.
     let mut out = String::from("<<\"");
@@ -701,14 +722,10 @@ impl Bench {
             let latencies: Vec<u64> = (0..ops)
                 .map(|_| timed(|| rt.block_on(bash.exec(script))).0.as_nanos() as u64)
                 .collect();
-            self.records.push(Record::Throughput {
-                name: format!("cpu.{name}"),
-                sessions: 1,
-                ops: ops as u64,
-                elapsed_ns: start.elapsed().as_nanos() as u64,
-                cpu_ns: cpu_ns() - cpu0,
-                latencies,
-            });
+            let (elapsed, cpu) = (start.elapsed(), cpu_ns() - cpu0);
+            let name = format!("cpu.{name}");
+            self.records
+                .push(Record::throughput(name, 1, latencies, elapsed, cpu));
         }
     }
 
@@ -743,14 +760,9 @@ impl Bench {
             }
             let elapsed = start.elapsed();
             let cpu = cpu_ns() - cpu0;
-            self.records.push(Record::Throughput {
-                name: format!("concurrency.{n}"),
-                sessions: n,
-                ops: latencies.len() as u64,
-                elapsed_ns: elapsed.as_nanos() as u64,
-                cpu_ns: cpu,
-                latencies,
-            });
+            let name = format!("concurrency.{n}");
+            self.records
+                .push(Record::throughput(name, n, latencies, elapsed, cpu));
         }
         self.concurrency_threads(64, total);
     }
@@ -792,14 +804,9 @@ impl Bench {
                 .collect();
             (latencies, start.elapsed(), cpu_ns() - cpu0)
         });
-        self.records.push(Record::Throughput {
-            name: format!("concurrency_threads.{n}"),
-            sessions: n,
-            ops: latencies.len() as u64,
-            elapsed_ns: elapsed.as_nanos() as u64,
-            cpu_ns: cpu,
-            latencies,
-        });
+        let name = format!("concurrency_threads.{n}");
+        self.records
+            .push(Record::throughput(name, n, latencies, elapsed, cpu));
     }
 
     /// RSS growth while `count` more sessions are created and kept, after

@@ -12,7 +12,9 @@
 //! `echo hi` `PROBE_CALLS` times, after enough calls to fill the history
 //! (1,000 entries), in one of two ways (`PROBE_MODE`):
 //! - `ours`: [`session::exec`] on a session, inline, as `Session.exec/2`
-//!   runs a quick script (its reply unused, as the exec NIF's own answer);
+//!   runs a quick script (its reply unused, as the exec NIF's own answer;
+//!   the reply target and the script string made for each call stand in
+//!   for the NIF's argument decoding);
 //! - `bashkit`: the same configuration's interpreter, bashkit's plain
 //!   `exec` polled on a big stack, as the bare NIF of bench/raw does.
 //!

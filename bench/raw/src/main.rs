@@ -23,7 +23,7 @@
 //! `--json` prints the same data as JSON with percentiles, for people.
 //! `--quick` shrinks every budget (a smoke run). Arguments name the case
 //! groups to run (default: all but `construct`, `handoff`, `sched`,
-//! `phases` and `gaps`, the investigation groups).
+//! `phases`, `gaps` and `history`, the investigation groups).
 
 use std::fmt::Write as _;
 use std::future::IntoFuture as _;
@@ -985,6 +985,41 @@ impl Bench {
         self.info("phases.calibrator_us", calibrations.trim_end());
     }
 
+    /// Investigation: what bashkit's history trim costs an exec (the
+    /// upstream reproducer of bench/analysis.md, 2026-11-28 00:51). Once
+    /// the history holds `max_history_entries` (default 1 000) entries,
+    /// every exec drops the oldest by shifting the whole `Vec`: 72 KB.
+    /// Interpreters capped at 1 000, 100 and 0 entries, each past 1 500
+    /// execs, run `echo hi` in alternating blocks of 1 000, ten rounds.
+    fn history(&mut self) {
+        let rt = Arc::clone(&self.rt);
+        let rt = &*rt;
+        let caps = [1_000usize, 100, 0];
+        let mut sessions: Vec<Bash> = caps
+            .iter()
+            .map(|&cap| finish(builder(ExecutionLimits::new().max_history_entries(cap)).build()))
+            .collect();
+        for bash in &mut sessions {
+            for _ in 0..1_500 {
+                let _ = poll_inline(rt, bash.exec(ECHO));
+            }
+        }
+        let (rounds, block) = if self.quick { (2, 100) } else { (10, 1_000) };
+        let mut samples = vec![Vec::with_capacity(rounds * block); caps.len()];
+        for _ in 0..rounds {
+            for (bash, out) in sessions.iter_mut().zip(&mut samples) {
+                for _ in 0..block {
+                    let took = timed(|| poll_inline(rt, bash.exec(ECHO))).0;
+                    out.push(took.as_nanos() as u64);
+                }
+            }
+        }
+        for (cap, xs) in caps.iter().zip(samples) {
+            self.records
+                .push(Record::Sample(format!("history.cap_{cap}"), xs));
+        }
+    }
+
     /// Investigation: `echo hi` after a pause, as an agent calls it (a model
     /// thinks between two calls). For each pause (0, 1, 2, 10 ms) the median
     /// exec of 400, and of a calibrator that does no interpreter work (a
@@ -1164,7 +1199,7 @@ fn main() {
             "--quick" => quick = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: ex_bashkit_raw_bench [--json] [--quick] [GROUP...]\ngroups: {} construct handoff sched phases gaps",
+                    "usage: ex_bashkit_raw_bench [--json] [--quick] [GROUP...]\ngroups: {} construct handoff sched phases gaps history",
                     GROUPS.join(" ")
                 );
                 return;
@@ -1208,9 +1243,10 @@ fn main() {
             "sched" => bench.sched(),
             "phases" => bench.phases(),
             "gaps" => bench.gaps(),
+            "history" => bench.history(),
             other => {
                 eprintln!(
-                    "unknown group {other}; groups: {} construct handoff sched phases gaps",
+                    "unknown group {other}; groups: {} construct handoff sched phases gaps history",
                     GROUPS.join(" ")
                 );
                 std::process::exit(2);

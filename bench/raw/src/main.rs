@@ -43,6 +43,9 @@ use same_as_nif::{build_bash, builder, finish, poll_inline, runtime, runtime_bui
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Groups run only when named: investigations behind bench/analysis.md.
+const INVESTIGATIONS: &str = "construct handoff sched phases gaps history";
+
 const GROUPS: &[&str] = &[
     "echo",
     "new",
@@ -1199,7 +1202,7 @@ fn main() {
             "--quick" => quick = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: ex_bashkit_raw_bench [--json] [--quick] [GROUP...]\ngroups: {} construct handoff sched phases gaps history",
+                    "usage: ex_bashkit_raw_bench [--json] [--quick] [GROUP...]\ngroups: {} {INVESTIGATIONS}",
                     GROUPS.join(" ")
                 );
                 return;
@@ -1246,7 +1249,7 @@ fn main() {
             "history" => bench.history(),
             other => {
                 eprintln!(
-                    "unknown group {other}; groups: {} construct handoff sched phases gaps history",
+                    "unknown group {other}; groups: {} {INVESTIGATIONS}",
                     GROUPS.join(" ")
                 );
                 std::process::exit(2);

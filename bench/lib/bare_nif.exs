@@ -24,4 +24,43 @@ defmodule Bench.BareNif do
 
   @doc "`{stdout, stderr, exit_code}` of `script`, run to completion in the call."
   def exec(_bash, _script), do: :erlang.nif_error(:not_loaded)
+
+  @doc "A new interpreter whose builtin `answer` asks Elixir (`round_trip/3`)."
+  def new_calling, do: :erlang.nif_error(:not_loaded)
+
+  @doc "`{:done, {stdout, stderr, exit_code}}`, or `{:call, request}` while the script waits."
+  def call_exec(_calling, _script), do: :erlang.nif_error(:not_loaded)
+
+  @doc "Hand the answer to the waiting script: as `call_exec/2` answers."
+  def call_resume(_calling, _answer), do: :erlang.nif_error(:not_loaded)
+
+  @doc """
+  `{stdout, stderr, exit_code}` of `script`, each back-call answered by
+  `answer.(request)` (a binary, the command's stdout): in a fresh monitored
+  process by default, as the library runs a builtin; in the caller with
+  `in_caller: true`, to tell what that process costs.
+  """
+  def round_trip(calling, script, answer, opts \\ []) do
+    serve(call_exec(calling, script), calling, answer, Keyword.get(opts, :in_caller, false))
+  end
+
+  defp serve({:done, result}, _calling, _answer, _in_caller), do: result
+
+  defp serve({:call, request}, calling, answer, true) do
+    serve(call_resume(calling, answer.(request)), calling, answer, true)
+  end
+
+  defp serve({:call, request}, calling, answer, false) do
+    parent = self()
+    {pid, ref} = spawn_monitor(fn -> send(parent, {:bare_answer, self(), answer.(request)}) end)
+
+    receive do
+      {:bare_answer, ^pid, stdout} ->
+        Process.demonitor(ref, [:flush])
+        serve(call_resume(calling, stdout), calling, answer, false)
+
+      {:DOWN, ^ref, :process, _, reason} ->
+        {"", "answer: #{inspect(reason)}\n", 1}
+    end
+  end
 end

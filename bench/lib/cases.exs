@@ -178,10 +178,33 @@ defmodule Bench.Cases do
         sample(name, {2_000, 2_000, 200_000, 1_500}, quick?, fn ->
           Session.exec(session, @builtin)
         end)
-      ]
+      ] ++ bare_nif_builtin(quick?)
     else
       {:error, reason} -> [{:unavailable, name, reason}]
     end
+  end
+
+  # The same round trip through the bare NIF: the request returned by its
+  # exec, answered by a function in a fresh process (as the library runs a
+  # builtin) or in the caller, and handed back by a second call that
+  # resumes the script there. The floor of a back-call in the VM, and what
+  # the process alone costs.
+  defp bare_nif_builtin(quick?) do
+    answer = fn _request -> "x\n" end
+
+    Enum.flat_map(
+      [{"vm/bare_nif.builtin", []}, {"vm/bare_nif.builtin_in_caller", [in_caller: true]}],
+      fn {name, opts} ->
+        with_bare_nif(name, fn ->
+          bare = Bench.BareNif.new_calling()
+          {"x\n", "", 0} = Bench.BareNif.round_trip(bare, @builtin, answer, opts)
+
+          sample(name, {2_000, 2_000, 200_000, 1_500}, quick?, fn ->
+            Bench.BareNif.round_trip(bare, @builtin, answer, opts)
+          end)
+        end)
+      end
+    )
   end
 
   def run("vfs_backend", quick?) do

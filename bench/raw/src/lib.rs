@@ -8,16 +8,30 @@
 //! `Session.exec/2` and `Session.new/0`: what any NIF over bashkit pays in
 //! the VM, so the part of ours above it is ours.
 //!
+//! A back-call the same way: an interpreter whose builtin `answer` asks
+//! Elixir (`new_calling/0`). Its exec returns the request instead of an
+//! answer, the script's future is kept, and `call_resume/2` hands the
+//! answer over and polls it again, on the caller's scheduler as the NIF does
+//! for a quick script. The Elixir side answers in a fresh process, as the
+//! library does (bench/lib/bare_nif.exs): the floor of a builtin round trip
+//! for this design.
+//!
 //! A benchmark baseline, not a product: a script that waits (a `sleep`, the
 //! network) blocks the scheduler it runs on.
 
-use std::sync::{Mutex, OnceLock};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::Poll;
 
-use rustler::{Binary, Env, NewBinary, ResourceArc};
+use bashkit::{async_trait, Bash, Builtin, BuiltinContext, ExecResult, ExecutionLimits};
+use rustler::{Binary, Encoder, Env, NewBinary, ResourceArc, Term};
 use tokio::runtime::Runtime;
+use tokio::sync::oneshot;
 
 mod same_as_nif;
-use same_as_nif::{build_bash, poll_inline};
+use same_as_nif::{build_bash, builder, finish, poll_inline, poll_until_wait};
 
 /// The same allocator as the NIF (see native/ex_bashkit/src/allocator.rs).
 #[cfg(feature = "mimalloc")]
@@ -63,6 +77,142 @@ fn exec<'a>(
             -1,
         ),
     }
+}
+
+/// What the builtin `answer` asks Elixir, and where the answer goes: the
+/// library's request (`{:builtin, name, args, stdin, env, cwd}`, built in
+/// `callbacks.rs`) carries the same fields.
+#[derive(Default)]
+struct BackCall {
+    request: Option<Request>,
+    reply: Option<oneshot::Sender<String>>,
+}
+
+struct Request {
+    args: Vec<String>,
+    stdin: Vec<u8>,
+    env: HashMap<String, String>,
+    cwd: String,
+}
+
+/// The builtin `answer`: records its request and waits for the answer.
+struct AskElixir(Arc<Mutex<BackCall>>);
+
+#[async_trait]
+impl Builtin for AskElixir {
+    async fn execute(&self, ctx: BuiltinContext<'_>) -> bashkit::Result<ExecResult> {
+        let (reply, answer) = oneshot::channel();
+        *self.0.lock().expect("back-call") = BackCall {
+            request: Some(Request {
+                args: ctx.args.to_vec(),
+                stdin: ctx.stdin.map(|s| s.as_bytes().to_vec()).unwrap_or_default(),
+                env: ctx.env.clone(),
+                cwd: ctx.cwd.to_string_lossy().into_owned(),
+            }),
+            reply: Some(reply),
+        };
+        Ok(match answer.await {
+            Ok(stdout) => ExecResult::ok(stdout),
+            Err(_) => ExecResult::err("answer: no answer\n".to_string(), 1),
+        })
+    }
+}
+
+/// A script's exec, owning its interpreter while it waits for an answer.
+type Exec = Pin<Box<dyn Future<Output = (Bash, bashkit::Result<ExecResult>)> + Send>>;
+
+/// An interpreter with the builtin `answer`: idle (`bash`) or waiting for
+/// a back-call's answer (`waiting`).
+struct CallingBash {
+    back_call: Arc<Mutex<BackCall>>,
+    state: Mutex<(Option<Bash>, Option<Exec>)>,
+}
+
+#[rustler::resource_impl]
+impl rustler::Resource for CallingBash {}
+
+/// A new interpreter whose builtin `answer` asks Elixir.
+#[rustler::nif]
+fn new_calling() -> ResourceArc<CallingBash> {
+    let back_call = Arc::new(Mutex::new(BackCall::default()));
+    let bash = finish(
+        builder(ExecutionLimits::new())
+            .builtin("answer", Box::new(AskElixir(Arc::clone(&back_call))))
+            .build(),
+    );
+    ResourceArc::new(CallingBash {
+        back_call,
+        state: Mutex::new((Some(bash), None)),
+    })
+}
+
+/// Start `script`: `{:done, {stdout, stderr, exit_code}}`, or `{:call,
+/// {:builtin, "answer", args, stdin, env, cwd}}` when it waits for Elixir.
+#[rustler::nif]
+fn call_exec<'a>(env: Env<'a>, calling: ResourceArc<CallingBash>, script: String) -> Term<'a> {
+    let mut state = calling.state.lock().expect("an earlier exec panicked");
+    let mut bash = state.0.take().expect("an exec is already waiting");
+    let exec: Exec = Box::pin(async move {
+        let result = bash.exec(&script).await;
+        (bash, result)
+    });
+    step(env, &calling, &mut state, exec)
+}
+
+/// Hand `answer` to the waiting builtin and go on with the script, as
+/// `call_exec/2` answers.
+#[rustler::nif]
+fn call_resume<'a>(env: Env<'a>, calling: ResourceArc<CallingBash>, answer: String) -> Term<'a> {
+    let mut state = calling.state.lock().expect("an earlier exec panicked");
+    let exec = state.1.take().expect("no exec is waiting");
+    if let Some(reply) = calling.back_call.lock().expect("back-call").reply.take() {
+        let _ = reply.send(answer);
+    }
+    step(env, &calling, &mut state, exec)
+}
+
+/// Poll `exec` here until it ends or waits; keep it if it waits.
+fn step<'a>(
+    env: Env<'a>,
+    calling: &CallingBash,
+    state: &mut (Option<Bash>, Option<Exec>),
+    mut exec: Exec,
+) -> Term<'a> {
+    match poll_until_wait(rt(), &mut exec) {
+        Poll::Ready((bash, result)) => {
+            state.0 = Some(bash);
+            let answer = match result {
+                Ok(r) => (
+                    binary(env, r.stdout.as_bytes()),
+                    binary(env, r.stderr.as_bytes()),
+                    r.exit_code,
+                ),
+                Err(e) => (binary(env, b""), binary(env, e.to_string().as_bytes()), -1),
+            };
+            (atoms::done(), answer).encode(env)
+        }
+        Poll::Pending => {
+            state.1 = Some(exec);
+            let request = calling.back_call.lock().expect("back-call").request.take();
+            let Some(r) = request else {
+                // A wait that is not a back-call (`sleep`): not this baseline's.
+                return (atoms::error(), "the script waits for something else").encode(env);
+            };
+            let request = (
+                atoms::builtin(),
+                "answer",
+                r.args,
+                binary(env, &r.stdin),
+                r.env,
+                r.cwd,
+            );
+            (atoms::call(), request).encode(env)
+        }
+    }
+}
+
+mod atoms {
+    rustler::atoms! { done, call, builtin, error }
 }
 
 fn binary<'a>(env: Env<'a>, bytes: &[u8]) -> Binary<'a> {

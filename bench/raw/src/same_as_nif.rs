@@ -72,32 +72,63 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-/// Poll `fut` on this thread's big stack until it completes, counting the
-/// times it returned Pending (bashkit's live execution yields every 64
-/// commands).
-pub fn poll_inline<F: std::future::Future>(rt: &Runtime, fut: F) -> (F::Output, u64) {
+/// Run `f` on this thread's big stack, inside `rt`'s context.
+fn on_big_stack<R>(rt: &Runtime, f: impl FnOnce() -> R) -> R {
     let _ctx = rt.enter();
     BIG_STACK.with(|cell| {
         let mut slot = cell.borrow_mut();
         let stack = slot.get_or_insert_with(|| {
             corosensei::stack::DefaultStack::new(64 * 1024 * 1024).expect("stack")
         });
-        corosensei::on_stack(stack, || {
-            let flag = Arc::new(Flag(std::sync::atomic::AtomicBool::new(false)));
-            let waker = std::task::Waker::from(Arc::clone(&flag));
-            let mut cx = std::task::Context::from_waker(&waker);
-            let mut fut = std::pin::pin!(fut);
-            let mut pendings = 0;
-            loop {
-                if let std::task::Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-                    return (v, pendings);
-                }
-                pendings += 1;
-                if !flag.0.swap(false, std::sync::atomic::Ordering::Relaxed) {
-                    // Nothing woke it: a real wait. Block like a runner would.
-                    std::thread::yield_now();
+        corosensei::on_stack(stack, f)
+    })
+}
+
+/// Poll `fut` on this thread's big stack until it completes, counting the
+/// times it returned Pending (bashkit's live execution yields every 64
+/// commands).
+pub fn poll_inline<F: std::future::Future>(rt: &Runtime, fut: F) -> (F::Output, u64) {
+    on_big_stack(rt, || {
+        let flag = Arc::new(Flag(std::sync::atomic::AtomicBool::new(false)));
+        let waker = std::task::Waker::from(Arc::clone(&flag));
+        let mut cx = std::task::Context::from_waker(&waker);
+        let mut fut = std::pin::pin!(fut);
+        let mut pendings = 0;
+        loop {
+            if let std::task::Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+                return (v, pendings);
+            }
+            pendings += 1;
+            if !flag.0.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                // Nothing woke it: a real wait. Block like a runner would.
+                std::thread::yield_now();
+            }
+        }
+    })
+}
+
+/// Poll `fut` on this thread's big stack until it completes or really
+/// waits (Pending with nothing woken during the poll), as the NIF polls a
+/// quick script that may make a back-call: the future is then kept, and
+/// polled again when the answer arrives.
+#[allow(dead_code)] // the bare NIF's (lib.rs); the raw harness never waits
+pub fn poll_until_wait<F: std::future::Future + Unpin>(
+    rt: &Runtime,
+    fut: &mut F,
+) -> std::task::Poll<F::Output> {
+    on_big_stack(rt, || {
+        let flag = Arc::new(Flag(std::sync::atomic::AtomicBool::new(false)));
+        let waker = std::task::Waker::from(Arc::clone(&flag));
+        let mut cx = std::task::Context::from_waker(&waker);
+        loop {
+            match std::pin::Pin::new(&mut *fut).poll(&mut cx) {
+                std::task::Poll::Ready(v) => return std::task::Poll::Ready(v),
+                std::task::Poll::Pending => {
+                    if !flag.0.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                        return std::task::Poll::Pending;
+                    }
                 }
             }
-        })
+        }
     })
 }

@@ -161,6 +161,9 @@ defmodule ExBashkit.BuiltinsTest do
 
       assert run!(s, "pwd").stdout == "/tmp
 "
+      # In the node these messages come as NIF values instead of by mail
+      # (the back-calls, the final replies): none was also sent, or lost.
+      assert Process.info(self(), :message_queue_len) == {:message_queue_len, 0}
     end
 
     test "an answer too big for a normal scheduler arrives whole", %{s: s} do

@@ -81,8 +81,11 @@ defmodule ExBashkit.Backend do
   # Submit an exec; messages arrive tagged with the returned ref. An exec
   # that completed within the call (in the node, the runner's inline fast
   # path, `runner.rs`) is `{:done, id, outcome}` instead: nothing arrives.
+  # A quick one that made a back-call within the call returns that first
+  # message itself, `{:ok, ref, id, message}`: handle it before the mailbox.
   @spec exec(reference(), location(), String.t(), map(), map()) ::
           {:ok, reference(), pos_integer()}
+          | {:ok, reference(), pos_integer(), tuple()}
           | {:done, pos_integer(), Callbacks.outcome()}
           | {:error, String.t()}
   def exec(resource, :in_node, script, call, _meta) do
@@ -91,6 +94,7 @@ defmodule ExBashkit.Backend do
     case nif(fn -> Native.session_exec(resource, script, call, self(), ref) end) do
       {:ok, {:done, id, outcome}} -> {:done, id, outcome}
       {:ok, {:ok, id}} -> {:ok, ref, id}
+      {:ok, {:ok, id, message}} -> {:ok, ref, id, message}
       {:error, _} = error -> error
     end
   end
@@ -233,7 +237,9 @@ defmodule ExBashkit.Backend do
   end
 
   @doc false
-  # Answer a back-call of a script running at `location`.
+  # Answer a back-call of a script running at `location`. In the node, the
+  # value is the script's final reply (`{:ex_bashkit_reply, ref, outcome}`)
+  # when the answer resumed it and it ended within the call.
   @spec callback_reply(location(), pos_integer(), term()) :: term()
   def callback_reply(:in_node, call_id, answer), do: Native.callback_reply(call_id, answer)
 

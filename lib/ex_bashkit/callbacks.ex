@@ -28,7 +28,10 @@ defmodule ExBashkit.Callbacks do
   # (the NIF's `callback_reply/2` in the node, which resumes the script right
   # there; a frame to the worker otherwise). A back-call thus costs one
   # process and two messages (a separate runner process per back-call, as
-  # before, cost 10-25 us more: bench/analysis.md).
+  # before, cost 10-25 us more: bench/analysis.md). In the node, a quick
+  # script's messages come as NIF values instead of by mail: its back-call
+  # as the exec's, and what follows an answer (the final reply, or the next
+  # back-call) as `callback_reply`'s (`returned/3`).
   #
   # Failure model, the same for builtins and backends:
   #   * raise / throw / exit inside the function: caught in the handler and
@@ -124,10 +127,12 @@ defmodule ExBashkit.Callbacks do
 
   @doc false
   # Wait for the final answer, handing output chunks to `on_output`.
-  @spec await(reference(), context(), (binary(), binary() -> any())) ::
+  # `returned` is a message of this request that the NIF call returned
+  # instead of sending (`ExBashkit.Backend.exec/5`): it comes first.
+  @spec await(reference(), context(), (binary(), binary() -> any()), tuple() | nil) ::
           {:ok, Result.t()} | {:error, Error.t()}
-  def await(ref, context, on_output \\ fn _, _ -> :ok end) do
-    case next(ref, context) do
+  def await(ref, context, on_output \\ fn _, _ -> :ok end, returned \\ nil) do
+    case next(ref, context, returned) do
       {:output, stdout, stderr} ->
         on_output.(stdout, stderr)
         await(ref, context, on_output)
@@ -169,10 +174,10 @@ defmodule ExBashkit.Callbacks do
   @doc false
   # The next event of request `ref` that the caller must see; back-calls
   # are dispatched on the way.
-  @spec next(reference(), context()) ::
+  @spec next(reference(), context(), tuple() | nil) ::
           {:output, binary(), binary()} | {:done, {:ok, Result.t()} | {:error, Error.t()}}
-  def next(ref, context) do
-    case event(ref, context) do
+  def next(ref, context, returned \\ nil) do
+    case returned(ref, context, returned) do
       {:reply, reply} -> {:done, result(reply)}
       {:down, reason} -> {:done, Error.wrap({:error, worker_down(reason)})}
       {:output, _stdout, _stderr} = output -> output
@@ -206,20 +211,17 @@ defmodule ExBashkit.Callbacks do
         %{mref: mref, reply: reply} = Map.fetch!(handlers, pid)
         Process.demonitor(mref, [:flush])
         put_handlers(ref, Map.delete(handlers, pid))
-        reply.(answer)
-        event(ref, context)
+        returned(ref, context, reply.(answer))
 
       # A handler that ended without answering (even with reason `:normal`).
       {:DOWN, _mref, :process, pid, reason} when is_map_key(handlers, pid) ->
-        fail(ref, handlers, pid, {:died, reason})
-        event(ref, context)
+        returned(ref, context, fail(ref, handlers, pid, {:died, reason}))
 
       # A handler calling this process, which waits here and will not answer
       # until the script ends, which waits for the handler: a deadlock. The
       # call is dropped (its handler is killed) and that command fails now.
       {:"$gen_call", {pid, _tag}, _request} when is_map_key(handlers, pid) ->
-        fail(ref, handlers, pid, :reentrant)
-        event(ref, context)
+        returned(ref, context, fail(ref, handlers, pid, :reentrant))
     after
       wait_ms(handlers) ->
         now = System.monotonic_time(:millisecond)
@@ -227,10 +229,42 @@ defmodule ExBashkit.Callbacks do
         for {pid, %{deadline: deadline}} <- handlers, deadline <= now do
           fail(ref, handlers(ref), pid, {:timeout, context.timeout})
         end
-
-        event(ref, context)
+        |> Enum.reduce(nil, &kept_reply/2)
+        |> then(&returned(ref, context, &1))
     end
   end
+
+  # What a NIF call returned: in the node, a quick script's next message
+  # (its back-call, from the exec; its final reply or next back-call, from
+  # the `callback_reply` that resumed it) comes as that call's value
+  # instead of by mail, and is handled here as `event/2` handles it in the
+  # mailbox. Anything else (`true`, `nil`, ...) carried no message.
+  defp returned(ref, _context, {:ex_bashkit_reply, ref, reply}) do
+    stop_handlers(ref)
+    {:reply, reply}
+  end
+
+  defp returned(ref, context, {:ex_bashkit_callback, ref, {call_id, request}}) do
+    dispatch(ref, call_id, request, context)
+    event(ref, context)
+  end
+
+  # Another request's (not expected): to the mailbox, where it would be.
+  defp returned(ref, context, {tag, _other, _payload} = message)
+       when tag in [:ex_bashkit_reply, :ex_bashkit_callback] do
+    send(self(), message)
+    event(ref, context)
+  end
+
+  defp returned(ref, context, _nothing), do: event(ref, context)
+
+  # Of several back-calls answered at once, the one whose call returned a
+  # message (one at most: the script goes on in the first such call).
+  defp kept_reply({tag, _, _} = message, _acc)
+       when tag in [:ex_bashkit_reply, :ex_bashkit_callback],
+       do: message
+
+  defp kept_reply(_answered, acc), do: acc
 
   # The handler runs the user's function in a process of its own, spawned
   # and monitored by this process, which never runs user code itself. It
@@ -261,7 +295,8 @@ defmodule ExBashkit.Callbacks do
   end
 
   # Answer handler `pid`'s back-call with `failure`, once the handler is
-  # dead: killed here unless its DOWN already came.
+  # dead: killed here unless its DOWN already came. Returns what the
+  # answer returned (see `returned/3`).
   defp fail(ref, handlers, pid, failure) do
     %{mref: mref, reply: reply, on_failure: on_failure} = Map.fetch!(handlers, pid)
     if not match?({:died, _}, failure), do: kill(pid, mref)

@@ -36,6 +36,10 @@ defmodule ExBashkit.Session.Exec do
         on_submit.(id)
         Callbacks.await(ref, callback_context(session), on_output)
 
+      {:ok, ref, id, message} ->
+        on_submit.(id)
+        Callbacks.await(ref, callback_context(session), on_output, message)
+
       {:done, id, outcome} ->
         on_submit.(id)
         Callbacks.result(outcome)
@@ -113,6 +117,11 @@ defmodule ExBashkit.Session.Exec do
   defp to_mailbox({:done, id, outcome}) do
     ref = make_ref()
     send(self(), {:ex_bashkit_reply, ref, outcome})
+    {:ok, ref, id}
+  end
+
+  defp to_mailbox({:ok, ref, id, message}) do
+    send(self(), message)
     {:ok, ref, id}
   end
 

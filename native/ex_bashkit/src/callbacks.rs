@@ -15,6 +15,9 @@
 //! 2. That process runs the request in a fresh, unlinked process (Elixir's
 //!    `ExBashkit.Callbacks`), which answers through the `callback_reply` NIF
 //!    with an already-normalized term; [`reply`] hands it to the waiter.
+//!    A quick script's back-call is returned by the exec NIF instead of
+//!    sent, and what the script sends after an answer (its final reply or
+//!    its next back-call) by that `callback_reply` (`reply::keeping_message`).
 //! 3. The back-call timeout (`builtin_timeout_ms`) and the reply cap
 //!    (`max_reply_bytes`) are enforced in Elixir only, where the handler
 //!    runs: the runner stops the handler at the deadline and answers the
@@ -43,7 +46,7 @@ use tokio::sync::oneshot;
 
 use crate::dirty;
 use crate::interrupt::Interrupt;
-use crate::reply::{Payload, SharedCaller};
+use crate::reply::{self, Payload, SharedCaller};
 use crate::value::Value;
 
 /// What Elixir answered, already validated and normalized there.
@@ -288,7 +291,11 @@ pub fn decode_answer(value: &Value) -> Option<Answer> {
 }
 
 /// Answer back-call `call_id` with a term Elixir already normalized (see
-/// `decode_answer`). `true` if someone was still waiting.
+/// `decode_answer`). `true` if someone was still waiting, `false` if not;
+/// or, for the quick script it resumed here, the first message that
+/// script sent its caller during this call (its final reply, or its next
+/// back-call), returned instead of sent: the caller of this NIF is the
+/// process that waits.
 ///
 /// Where it runs follows the script it answers, which goes on right here,
 /// for up to its slice, instead of waking a runner thread
@@ -308,7 +315,15 @@ fn callback_reply<'a>(env: Env<'a>, call_id: Term<'a>, answer: Term<'a>) -> NifR
             &args,
         ));
     }
-    Ok(dirty::run_here(env, || answer_call(env, id, answer)))
+    // The quick script goes on here: its final reply (or its next
+    // back-call) is this call's answer (`reply::keeping_message`). Only
+    // here: a script resumed on a dirty scheduler may stream output, which
+    // must reach the caller first, as messages.
+    Ok(dirty::run_here(env, || {
+        let tags = &[reply::FINAL_REPLY, reply::BACK_CALL];
+        let (answered, kept) = reply::keeping_message(env, tags, || answer_call(env, id, answer));
+        kept.unwrap_or_else(|| answered.encode(env))
+    }))
 }
 
 // `callback_reply` moved to a dirty CPU scheduler.

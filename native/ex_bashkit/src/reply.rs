@@ -17,12 +17,19 @@
 //! transport: `ref` is the request's integer id and the frame goes to the
 //! port writer, see `worker.rs`). Payloads are `Value`s either way.
 //!
+//! A quick script's first message to the process whose NIF call polls it
+//! is returned by that call instead of sent ([`keeping_message`]): its
+//! back-call, by the exec NIF that started it; its final reply (or its
+//! next back-call), by the `callback_reply` NIF that resumed it. The very
+//! message, so the caller is spared a copy and a receive.
+//!
 //! An exec NIF's caller keeps its `ref` in the NIF's own env while the
 //! script runs inline ([`Caller::in_nif`]): most execs end there, and
 //! copying the ref into an env of its own (and freeing that env) was 5 % of
 //! the CPU of `echo hi` execs from 64 processes (`perf`). The ref is copied
 //! ([`Caller::keep`]) only when the exec leaves the NIF still running.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -32,6 +39,100 @@ use rustler::{Encoder, Env, LocalPid, Term};
 
 use crate::etf;
 use crate::value::Value;
+
+/// The tag of a request's final answer.
+pub const FINAL_REPLY: &str = "ex_bashkit_reply";
+/// The tag of a back-call.
+pub const BACK_CALL: &str = "ex_bashkit_callback";
+
+thread_local! {
+    /// Armed by [`keeping_message`]: the NIF call (its env), its process,
+    /// the tags it keeps, and the message it kept.
+    static KEPT: RefCell<Option<Kept>> = const { RefCell::new(None) };
+}
+
+struct Kept {
+    env: usize,
+    pid: LocalPid,
+    tags: &'static [&'static str],
+    message: Option<ErlNifTerm>,
+}
+
+/// Run `f`, the body of a NIF on a normal scheduler that polls a quick
+/// script of the process that owns `env`: the first message to that
+/// process tagged one of `tags` that the script sends during `f` (with
+/// this env, `runner::with_inline_env`) is kept and returned, as a term of
+/// `env`, instead of sent. Only the first: a quick script sends nothing
+/// before its back-call or its final reply, so the caller that reads the
+/// kept message before its mailbox sees the messages in their order. If
+/// `f` panics, what was kept is sent after all.
+pub fn keeping_message<'e, R>(
+    env: Env<'e>,
+    tags: &'static [&'static str],
+    f: impl FnOnce() -> R,
+) -> (R, Option<Term<'e>>) {
+    let armed = Kept {
+        env: env.as_c_arg() as usize,
+        pid: env.pid(),
+        tags,
+        message: None,
+    };
+    let guard = KeepGuard {
+        env,
+        previous: KEPT.with(|k| k.replace(Some(armed))),
+    };
+    let out = f();
+    let kept = guard.disarm();
+    // SAFETY: kept only when built in `env`, whose NIF call is running.
+    (out, kept.map(|term| unsafe { Term::new(env, term) }))
+}
+
+/// Puts back what [`keeping_message`] replaced; on a panic, sends the
+/// message it kept so the caller still gets it.
+struct KeepGuard<'e> {
+    env: Env<'e>,
+    previous: Option<Kept>,
+}
+
+impl KeepGuard<'_> {
+    fn disarm(mut self) -> Option<ErlNifTerm> {
+        let armed = KEPT.with(|k| k.replace(self.previous.take()));
+        std::mem::forget(self);
+        armed.and_then(|k| k.message)
+    }
+}
+
+impl Drop for KeepGuard<'_> {
+    fn drop(&mut self) {
+        let armed = KEPT.with(|k| k.replace(self.previous.take()));
+        if let Some(Kept {
+            pid,
+            message: Some(term),
+            ..
+        }) = armed
+        {
+            // SAFETY: built in `self.env`, whose NIF call is still running.
+            let _ = self.env.send(&pid, unsafe { Term::new(self.env, term) });
+        }
+    }
+}
+
+/// Keep `message` (a term of `env`, tagged `tag`) if [`keeping_message`]
+/// is armed for this env, process and tag and has kept nothing yet.
+fn keep_message(env: Env, pid: &LocalPid, tag: &str, message: Term) -> bool {
+    KEPT.with(|k| match k.borrow_mut().as_mut() {
+        Some(kept)
+            if kept.env == env.as_c_arg() as usize
+                && kept.pid == *pid
+                && kept.message.is_none()
+                && kept.tags.contains(&tag) =>
+        {
+            kept.message = Some(message.as_c_arg());
+            true
+        }
+        _ => false,
+    })
+}
 
 /// A value that answers a request or travels with one.
 pub trait Payload {
@@ -124,8 +225,8 @@ impl Caller {
                         // Without the NIF's env, refusing beats the panic
                         // `enif_send` would cause here.
                         return crate::runner::with_inline_env(|env| {
-                            env.send(pid, message(env, tag, load(env, ref_env, term), &value))
-                                .is_ok()
+                            let message = message(env, tag, load(env, ref_env, term), &value);
+                            keep_message(env, pid, tag, message) || env.send(pid, message).is_ok()
                         })
                         .unwrap_or(false);
                     }
@@ -141,7 +242,8 @@ impl Caller {
                     let value = payload.to_value();
                     let sent = crate::runner::with_inline_env(|nif| {
                         let reference = reference.in_nif(nif)?;
-                        Some(nif.send(pid, message(nif, tag, reference, &value)).is_ok())
+                        let message = message(nif, tag, reference, &value);
+                        Some(keep_message(nif, pid, tag, message) || nif.send(pid, message).is_ok())
                     })
                     .flatten();
                     if sent.is_none() {
@@ -282,7 +384,7 @@ impl ReplyTo {
     /// Send the final `{:ex_bashkit_reply, ref, outcome}`.
     pub fn finish(mut self, outcome: &dyn Payload) {
         self.answered = true;
-        self.caller.lock().send("ex_bashkit_reply", outcome);
+        self.caller.lock().send(FINAL_REPLY, outcome);
     }
 }
 
@@ -297,7 +399,7 @@ impl Drop for ReplyTo {
             self.answered = true;
             let abandoned =
                 Value::error("request abandoned: the interpreter task ended without an answer");
-            self.caller.lock().send("ex_bashkit_reply", &abandoned);
+            self.caller.lock().send(FINAL_REPLY, &abandoned);
         }
     }
 }

@@ -27,7 +27,7 @@ use crate::lifecycle::{Op, OpCallOptions};
 use crate::line::{Place, Turn};
 use crate::options::{self, SessionConfig};
 use crate::outcome::{ExecOutcome, Metrics, Partial, SharedPartial};
-use crate::reply::{Caller, Payload, ReplyTo, SharedCaller};
+use crate::reply::{self, Caller, Payload, ReplyTo, SharedCaller};
 use crate::runner;
 use crate::script_shape::{self, OwnCommands, ScriptShape};
 use crate::teardown::{self, DropLater};
@@ -992,7 +992,7 @@ fn session_exec<'a>(
     };
     let (script, pid) = (script.decode()?, pid.decode()?);
     Ok(dirty::run_here(env, || {
-        exec_answer(env, handle, script, call, pid, reference)
+        exec_answer(env, handle, script, call, pid, reference, true)
     }))
 }
 
@@ -1038,8 +1038,8 @@ fn exec_nif<'a>(env: Env<'a>, args: &[Term<'a>]) -> rustler::NifResult<Term<'a>>
     let handle: Handle = handle.decode()?;
     let script: String = script.decode()?;
     let pid: LocalPid = pid.decode()?;
-    let answer =
-        decode_call(*call).and_then(|call| exec_answer(env, handle, script, call, pid, *reference));
+    let answer = decode_call(*call)
+        .and_then(|call| exec_answer(env, handle, script, call, pid, *reference, false));
     Ok(answer.encode(env))
 }
 
@@ -1047,7 +1047,10 @@ fn decode_call(call: Term) -> NifResult<ExecCallOptions> {
     Ok(ExecCallOptions::from_term(call)?)
 }
 
-/// Run the exec; `{:done, id, outcome}` or `{:ok, id}` (see `session_exec`).
+/// Run the exec; `{:done, id, outcome}`, `{:ok, id}`, or, for a quick
+/// script polled here (`quick`) that made a back-call, `{:ok, id,
+/// message}`: that back-call, returned instead of sent
+/// (`reply::keeping_message`; see `session_exec`).
 fn exec_answer<'a>(
     env: Env<'a>,
     handle: Handle,
@@ -1055,6 +1058,7 @@ fn exec_answer<'a>(
     call: ExecCallOptions,
     pid: LocalPid,
     reference: Term<'a>,
+    quick: bool,
 ) -> NifResult<Term<'a>> {
     let id = next_exec_id();
     let on_end = unwatch_caller(&handle, id);
@@ -1064,11 +1068,20 @@ fn exec_answer<'a>(
     let reply = ReplyTo::new(Caller::in_nif(pid, reference));
     let session = Arc::clone(&handle.session);
     let run = || exec(session, id, script, call, reply, Some(on_end), before_park);
-    Ok(match runner::with_nif_env(env, run) {
-        Some(outcome) => Value::tuple([Value::atom("done"), id.into(), outcome.to_value()]),
-        None => Value::tuple([Value::atom("ok"), id.into()]),
-    }
-    .to_term(env))
+    let run = || runner::with_nif_env(env, run);
+    let (outcome, back_call) = match quick {
+        true => reply::keeping_message(env, &[reply::BACK_CALL], run),
+        false => (run(), None),
+    };
+    Ok(match (outcome, back_call) {
+        // A back-call that the exec no longer waits for (it was cancelled
+        // in the same poll) is dropped unsent: nobody would answer it.
+        (Some(outcome), _) => {
+            Value::tuple([Value::atom("done"), id.into(), outcome.to_value()]).to_term(env)
+        }
+        (None, None) => Value::tuple([Value::atom("ok"), id.into()]).to_term(env),
+        (None, Some(message)) => (rustler::types::atom::ok(), id, message).encode(env),
+    })
 }
 
 /// A one-shot exec (`ExBashkit.exec/1`) as the node tracks it: whose caller

@@ -61,7 +61,7 @@ defmodule ExBashkit.Callbacks do
   alias ExBashkit.VirtualFs.Dispatch
 
   @chain_key :"$ex_bashkit_waiting_sessions"
-  # The caller's running handlers of one request (see `handlers/1`).
+  # The running handlers of one request between two `next/3` steps.
   @handlers_key :"$ex_bashkit_handlers"
   # How long a killed handler may take to die (its DOWN).
   @stop_wait_ms 5_000
@@ -128,14 +128,21 @@ defmodule ExBashkit.Callbacks do
   @doc false
   # Wait for the final answer, handing output chunks to `on_output`.
   # `returned` is a message of this request that the NIF call returned
-  # instead of sending (`ExBashkit.Backend.exec/5`): it comes first.
+  # instead of sending (`ExBashkit.Backend.exec/5`): it comes first. The
+  # request is new, so it has no handlers yet; they are kept as loop state
+  # (`next/3`, a step that a stream's pump calls again and again, keeps
+  # them in the process dictionary between steps instead).
   @spec await(reference(), context(), (binary(), binary() -> any()), tuple() | nil) ::
           {:ok, Result.t()} | {:error, Error.t()}
   def await(ref, context, on_output \\ fn _, _ -> :ok end, returned \\ nil) do
-    case next(ref, context, returned) do
+    await_loop(ref, context, on_output, returned(ref, context, %{}, returned))
+  end
+
+  defp await_loop(ref, context, on_output, {event, handlers}) do
+    case step(event) do
       {:output, stdout, stderr} ->
         on_output.(stdout, stderr)
-        await(ref, context, on_output)
+        await_loop(ref, context, on_output, event(ref, context, handlers))
 
       {:done, outcome} ->
         outcome
@@ -163,115 +170,122 @@ defmodule ExBashkit.Callbacks do
   # Wait for the raw answer of a job that is not an exec but may make
   # back-calls while it runs (a search walking `:virtual_fs` backends).
   @spec await_reply(reference(), context()) :: term()
-  def await_reply(ref, context) do
-    case event(ref, context) do
+  def await_reply(ref, context), do: await_reply_loop(ref, context, event(ref, context, %{}))
+
+  defp await_reply_loop(ref, context, {event, handlers}) do
+    case event do
       {:reply, reply} -> reply
       {:down, reason} -> {:error, worker_down(reason)}
-      {:output, _stdout, _stderr} -> await_reply(ref, context)
+      {:output, _, _} -> await_reply_loop(ref, context, event(ref, context, handlers))
     end
   end
 
   @doc false
   # The next event of request `ref` that the caller must see; back-calls
-  # are dispatched on the way.
+  # are dispatched on the way. The request's running handlers wait in the
+  # process dictionary between two calls.
   @spec next(reference(), context(), tuple() | nil) ::
           {:output, binary(), binary()} | {:done, {:ok, Result.t()} | {:error, Error.t()}}
   def next(ref, context, returned \\ nil) do
-    case returned(ref, context, returned) do
-      {:reply, reply} -> {:done, result(reply)}
-      {:down, reason} -> {:done, Error.wrap({:error, worker_down(reason)})}
-      {:output, _stdout, _stderr} = output -> output
-    end
+    {event, handlers} = returned(ref, context, Process.get({@handlers_key, ref}, %{}), returned)
+
+    if handlers == %{},
+      do: Process.delete({@handlers_key, ref}),
+      else: Process.put({@handlers_key, ref}, handlers)
+
+    step(event)
   end
 
-  # Serve back-calls of request `ref` until its answer, its worker's death
-  # or an output chunk arrives. Every handler still running is stopped
-  # before the answer (or the death) is returned.
-  defp event(ref, context) do
-    handlers = handlers(ref)
+  defp step({:reply, reply}), do: {:done, result(reply)}
+  defp step({:down, reason}), do: {:done, Error.wrap({:error, worker_down(reason)})}
+  defp step({:output, _stdout, _stderr} = output), do: output
 
+  # Serve back-calls of request `ref` until its answer, its worker's death
+  # or an output chunk arrives: `{event, handlers}`, `handlers` being the
+  # request's running handlers, `pid => %{mref, reply, on_failure,
+  # deadline}`. Every handler still running is stopped before the answer
+  # (or the death) is returned.
+  defp event(ref, context, handlers) do
     receive do
       {:ex_bashkit_reply, ^ref, reply} ->
         Process.demonitor(ref, [:flush])
-        stop_handlers(ref)
-        {:reply, reply}
+        {{:reply, reply}, stop_handlers(handlers)}
 
       {:DOWN, ^ref, :process, _, reason} ->
-        stop_handlers(ref)
-        {:down, reason}
+        {{:down, reason}, stop_handlers(handlers)}
 
       {:ex_bashkit_output, ^ref, {stdout, stderr}} ->
-        {:output, stdout, stderr}
+        {{:output, stdout, stderr}, handlers}
 
       {:ex_bashkit_callback, ^ref, {call_id, request}} ->
-        dispatch(ref, call_id, request, context)
-        event(ref, context)
+        event(ref, context, dispatch(handlers, call_id, request, context))
 
       {:ex_bashkit_answer, pid, answer} when is_map_key(handlers, pid) ->
-        %{mref: mref, reply: reply} = Map.fetch!(handlers, pid)
+        {%{mref: mref, reply: reply}, handlers} = Map.pop!(handlers, pid)
         Process.demonitor(mref, [:flush])
-        put_handlers(ref, Map.delete(handlers, pid))
-        returned(ref, context, reply.(answer))
+        returned(ref, context, handlers, reply.(answer))
 
       # A handler that ended without answering (even with reason `:normal`).
       {:DOWN, _mref, :process, pid, reason} when is_map_key(handlers, pid) ->
-        returned(ref, context, fail(ref, handlers, pid, {:died, reason}))
+        {answered, handlers} = fail(handlers, pid, {:died, reason})
+        returned(ref, context, handlers, answered)
 
       # A handler calling this process, which waits here and will not answer
       # until the script ends, which waits for the handler: a deadlock. The
       # call is dropped (its handler is killed) and that command fails now.
       {:"$gen_call", {pid, _tag}, _request} when is_map_key(handlers, pid) ->
-        returned(ref, context, fail(ref, handlers, pid, :reentrant))
+        {answered, handlers} = fail(handlers, pid, :reentrant)
+        returned(ref, context, handlers, answered)
     after
       wait_ms(handlers) ->
         now = System.monotonic_time(:millisecond)
+        expired = for {pid, %{deadline: deadline}} <- handlers, deadline <= now, do: pid
 
-        for {pid, %{deadline: deadline}} <- handlers, deadline <= now do
-          fail(ref, handlers(ref), pid, {:timeout, context.timeout})
-        end
-        |> Enum.reduce(nil, &kept_reply/2)
-        |> then(&returned(ref, context, &1))
+        {kept, handlers} =
+          Enum.reduce(expired, {nil, handlers}, fn pid, {kept, handlers} ->
+            {answered, handlers} = fail(handlers, pid, {:timeout, context.timeout})
+            {kept_message(answered, kept), handlers}
+          end)
+
+        returned(ref, context, handlers, kept)
     end
   end
 
   # What a NIF call returned: in the node, a quick script's next message
   # (its back-call, from the exec; its final reply or next back-call, from
   # the `callback_reply` that resumed it) comes as that call's value
-  # instead of by mail, and is handled here as `event/2` handles it in the
+  # instead of by mail, and is handled here as `event/3` handles it in the
   # mailbox. Anything else (`true`, `nil`, ...) carried no message.
-  defp returned(ref, _context, {:ex_bashkit_reply, ref, reply}) do
-    stop_handlers(ref)
-    {:reply, reply}
-  end
+  defp returned(ref, _context, handlers, {:ex_bashkit_reply, ref, reply}),
+    do: {{:reply, reply}, stop_handlers(handlers)}
 
-  defp returned(ref, context, {:ex_bashkit_callback, ref, {call_id, request}}) do
-    dispatch(ref, call_id, request, context)
-    event(ref, context)
-  end
+  defp returned(ref, context, handlers, {:ex_bashkit_callback, ref, {call_id, request}}),
+    do: event(ref, context, dispatch(handlers, call_id, request, context))
 
   # Another request's (not expected): to the mailbox, where it would be.
-  defp returned(ref, context, {tag, _other, _payload} = message)
+  defp returned(ref, context, handlers, {tag, _other, _payload} = message)
        when tag in [:ex_bashkit_reply, :ex_bashkit_callback] do
     send(self(), message)
-    event(ref, context)
+    event(ref, context, handlers)
   end
 
-  defp returned(ref, context, _nothing), do: event(ref, context)
+  defp returned(ref, context, handlers, _nothing), do: event(ref, context, handlers)
 
   # Of several back-calls answered at once, the one whose call returned a
   # message (one at most: the script goes on in the first such call).
-  defp kept_reply({tag, _, _} = message, _acc)
+  defp kept_message({tag, _, _} = message, _kept)
        when tag in [:ex_bashkit_reply, :ex_bashkit_callback],
        do: message
 
-  defp kept_reply(_answered, acc), do: acc
+  defp kept_message(_answered, kept), do: kept
 
   # The handler runs the user's function in a process of its own, spawned
   # and monitored by this process, which never runs user code itself. It
   # carries the re-entrancy chain and `$callers` (as `Task` sets it: Ecto
   # sandbox and Mox allowances reach the handler through the process
   # waiting in exec) and hands its answer here; this process passes it on.
-  defp dispatch(ref, call_id, request, context) do
+  # Returns `handlers` with the new one.
+  defp dispatch(handlers, call_id, request, context) do
     chain = [context.resource | Process.get(@chain_key, [])]
     callers = [self() | Process.get(:"$callers", [])]
     waiter = self()
@@ -291,41 +305,33 @@ defmodule ExBashkit.Callbacks do
       deadline: System.monotonic_time(:millisecond) + context.timeout
     }
 
-    put_handlers(ref, Map.put(handlers(ref), pid, handler))
+    Map.put(handlers, pid, handler)
   end
 
   # Answer handler `pid`'s back-call with `failure`, once the handler is
   # dead: killed here unless its DOWN already came. Returns what the
-  # answer returned (see `returned/3`).
-  defp fail(ref, handlers, pid, failure) do
-    %{mref: mref, reply: reply, on_failure: on_failure} = Map.fetch!(handlers, pid)
+  # answer returned (see `returned/4`) and the handlers without it.
+  defp fail(handlers, pid, failure) do
+    {%{mref: mref, reply: reply, on_failure: on_failure}, handlers} = Map.pop!(handlers, pid)
     if not match?({:died, _}, failure), do: kill(pid, mref)
-    put_handlers(ref, Map.delete(handlers(ref), pid))
-    reply.(on_failure.(failure))
+    {reply.(on_failure.(failure)), handlers}
   end
 
   # How long the caller may wait before the nearest handler deadline.
   defp wait_ms(handlers) when handlers == %{}, do: :infinity
 
   defp wait_ms(handlers) do
-    nearest = handlers |> Map.values() |> Enum.map(& &1.deadline) |> Enum.min()
+    nearest = Enum.reduce(handlers, nil, fn {_, %{deadline: d}}, acc -> min(d, acc || d) end)
     max(nearest - System.monotonic_time(:millisecond), 0)
   end
 
-  # The request's running handlers: `pid => %{mref, reply, on_failure, deadline}`.
-  defp handlers(ref), do: Process.get({@handlers_key, ref}, %{})
-
-  defp put_handlers(ref, handlers) when handlers == %{},
-    do: Process.delete({@handlers_key, ref})
-
-  defp put_handlers(ref, handlers), do: Process.put({@handlers_key, ref}, handlers)
-
   # The request is answered: stop every handler still running, so no
-  # handler outlives the answer.
-  defp stop_handlers(ref) do
-    handlers = handlers(ref)
-    Process.delete({@handlers_key, ref})
+  # handler outlives the answer. Returns no handlers.
+  defp stop_handlers(handlers) when handlers == %{}, do: handlers
+
+  defp stop_handlers(handlers) do
     Enum.each(handlers, fn {pid, %{mref: mref}} -> kill(pid, mref) end)
+    %{}
   end
 
   # Kill the handler and return only once it is dead (`:kill` cannot be

@@ -3,9 +3,12 @@ defmodule ExBashkit.Callbacks do
   # The Elixir side of the protocol between a running script and the process
   # that asked for it (the Rust side is `native/ex_bashkit/src/callbacks.rs`).
   #
-  # A NIF never runs a script: it submits it to the library's interpreter
-  # threads and returns. The calling process then waits in `await/2` for
-  # messages tagged with the reference it created for this request:
+  # An exec NIF runs a quick script to its end (or its first back-call)
+  # right there and returns; anything else goes on in the library's
+  # interpreter threads. The calling process then waits in `await/4` for
+  # messages tagged with the reference it created for this request (in the
+  # node, a quick script's next message may come as the value of the NIF
+  # call that polled it instead: `returned/4`):
   #
   #   {:ex_bashkit_reply, ref, {:ok, %Result{}} | {:error, %Error{} | message}}
   #       The final answer; exactly one per request (Rust guarantees it).

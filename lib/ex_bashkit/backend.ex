@@ -237,9 +237,10 @@ defmodule ExBashkit.Backend do
   end
 
   @doc false
-  # Answer a back-call of a script running at `location`. In the node, the
-  # value is the script's final reply (`{:ex_bashkit_reply, ref, outcome}`)
-  # when the answer resumed it and it ended within the call.
+  # Answer a back-call of a script running at `location`. In the node, for
+  # a quick script, the value is the message the script sent next during
+  # the call (its final reply or its next back-call), returned instead of
+  # sent (`ExBashkit.Callbacks` handles it).
   @spec callback_reply(location(), pos_integer(), term()) :: term()
   def callback_reply(:in_node, call_id, answer), do: Native.callback_reply(call_id, answer)
 

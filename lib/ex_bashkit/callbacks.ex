@@ -34,7 +34,7 @@ defmodule ExBashkit.Callbacks do
   # before, cost 10-25 us more: bench/analysis.md). In the node, a quick
   # script's messages come as NIF values instead of by mail: its back-call
   # as the exec's, and what follows an answer (the final reply, or the next
-  # back-call) as `callback_reply`'s (`returned/3`).
+  # back-call) as `callback_reply`'s (`returned/4`).
   #
   # Failure model, the same for builtins and backends:
   #   * raise / throw / exit inside the function: caught in the handler and

@@ -244,9 +244,25 @@ defmodule ExBashkit.Backend do
   @spec callback_reply(location(), pos_integer(), term()) :: term()
   def callback_reply(:in_node, call_id, answer), do: Native.callback_reply(call_id, answer)
 
+  # In a worker, the answer goes to the worker's port from here, one hop
+  # fewer than through the `ExBashkit.Worker` process (which owns the port
+  # and reads what comes back). Through it when the port is gone.
   def callback_reply({:process, name, _sid}, call_id, answer) do
-    with {:ok, worker} <- whereis(name),
-         do: Worker.cast(worker, {:callback_reply, call_id, answer})
+    frame = {:callback_reply, call_id, answer}
+
+    if direct_frame(Worker.port(name), frame) do
+      :ok
+    else
+      with {:ok, worker} <- whereis(name), do: Worker.cast(worker, frame)
+    end
+  end
+
+  defp direct_frame(nil, _frame), do: false
+
+  defp direct_frame(port, frame) do
+    Port.command(port, :erlang.term_to_binary(frame))
+  rescue
+    ArgumentError -> false
   end
 
   @doc false

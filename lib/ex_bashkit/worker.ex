@@ -15,6 +15,8 @@ defmodule ExBashkit.Worker do
   and reference; every message the worker sends back (`{tag, id, payload}`)
   is forwarded to the caller as `{tag, ref, payload}`, the very message the
   NIF transport sends, so the code that waits is the same in both modes.
+  Only the answers to back-calls skip it on their way in: the waiting
+  caller writes them to the port itself (`port/1`).
 
   What it guarantees:
 
@@ -495,6 +497,7 @@ defmodule ExBashkit.Worker do
       ])
 
     {:os_pid, os_pid} = Port.info(port, :os_pid)
+    publish_port(port)
     {:ok, %{state | port: port, os_pid: os_pid}}
   rescue
     error ->
@@ -502,6 +505,19 @@ defmodule ExBashkit.Worker do
   end
 
   defp ensure_port(state), do: {:ok, state}
+
+  # The port, for callers that write their back-calls' answers to it
+  # themselves (`port/1`). Written once per OS process the worker starts.
+  defp publish_port(port) do
+    {:registered_name, name} = Process.info(self(), :registered_name)
+    :persistent_term.put({__MODULE__, :port, name}, port)
+  end
+
+  @doc false
+  # The port of the worker registered as `name`, if it has started one (it
+  # may have closed since: a write to it then raises `ArgumentError`).
+  @spec port(atom()) :: port() | nil
+  def port(name), do: :persistent_term.get({__MODULE__, :port, name}, nil)
 
   @doc false
   @spec executable() :: Path.t()

@@ -249,20 +249,13 @@ defmodule ExBashkit.Backend do
   # and reads what comes back). Through it when the port is gone.
   def callback_reply({:process, name, _sid}, call_id, answer) do
     frame = {:callback_reply, call_id, answer}
+    port = Worker.port(name)
 
-    if direct_frame(Worker.port(name), frame) do
+    if port && Worker.write_frame(port, frame) do
       :ok
     else
       with {:ok, worker} <- whereis(name), do: Worker.cast(worker, frame)
     end
-  end
-
-  defp direct_frame(nil, _frame), do: false
-
-  defp direct_frame(port, frame) do
-    Port.command(port, :erlang.term_to_binary(frame))
-  rescue
-    ArgumentError -> false
   end
 
   @doc false

@@ -400,10 +400,17 @@ defmodule ExBashkit.Worker do
   defp send_frame(%{port: nil} = state, _frame), do: state
 
   defp send_frame(%{port: port} = state, frame) do
-    Port.command(port, :erlang.term_to_binary(frame))
+    write_frame(port, frame)
     state
+  end
+
+  @doc false
+  # Write `frame` to a worker's `port`; false if the port is closed.
+  @spec write_frame(port(), tuple()) :: boolean()
+  def write_frame(port, frame) do
+    Port.command(port, :erlang.term_to_binary(frame))
   rescue
-    ArgumentError -> state
+    ArgumentError -> false
   end
 
   # -- base images ----------------------------------------------------------

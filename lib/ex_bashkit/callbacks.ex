@@ -64,6 +64,8 @@ defmodule ExBashkit.Callbacks do
   alias ExBashkit.VirtualFs.Dispatch
 
   @chain_key :"$ex_bashkit_waiting_sessions"
+  # The messages a NIF call may return instead of sending (`returned/4`).
+  @returnable [:ex_bashkit_reply, :ex_bashkit_callback]
   # The running handlers of one request between two `next/3` steps.
   @handlers_key :"$ex_bashkit_handlers"
   # How long a killed handler may take to die (its DOWN).
@@ -267,7 +269,7 @@ defmodule ExBashkit.Callbacks do
 
   # Another request's (not expected): to the mailbox, where it would be.
   defp returned(ref, context, handlers, {tag, _other, _payload} = message)
-       when tag in [:ex_bashkit_reply, :ex_bashkit_callback] do
+       when tag in @returnable do
     send(self(), message)
     event(ref, context, handlers)
   end
@@ -277,7 +279,7 @@ defmodule ExBashkit.Callbacks do
   # Of several back-calls answered at once, the one whose call returned a
   # message (one at most: the script goes on in the first such call).
   defp kept_message({tag, _, _} = message, _kept)
-       when tag in [:ex_bashkit_reply, :ex_bashkit_callback],
+       when tag in @returnable,
        do: message
 
   defp kept_message(_answered, kept), do: kept

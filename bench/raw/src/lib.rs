@@ -65,17 +65,19 @@ fn exec<'a>(
 ) -> (Binary<'a>, Binary<'a>, i32) {
     // A poisoned lock means an earlier exec panicked: the benchmark is void.
     let mut bash = bash.0.lock().expect("an earlier exec panicked");
-    match poll_inline(rt(), bash.exec(script)).0 {
-        Ok(result) => (
-            binary(env, result.stdout.as_bytes()),
-            binary(env, result.stderr.as_bytes()),
-            result.exit_code,
+    outcome(env, poll_inline(rt(), bash.exec(script)).0)
+}
+
+/// An exec's result as `{stdout, stderr, exit_code}` (an error: its
+/// message on stderr, exit code -1).
+fn outcome<'a>(env: Env<'a>, result: bashkit::Result<ExecResult>) -> (Binary<'a>, Binary<'a>, i32) {
+    match result {
+        Ok(r) => (
+            binary(env, r.stdout.as_bytes()),
+            binary(env, r.stderr.as_bytes()),
+            r.exit_code,
         ),
-        Err(error) => (
-            binary(env, b""),
-            binary(env, error.to_string().as_bytes()),
-            -1,
-        ),
+        Err(e) => (binary(env, b""), binary(env, e.to_string().as_bytes()), -1),
     }
 }
 
@@ -119,13 +121,19 @@ impl Builtin for AskElixir {
 }
 
 /// A script's exec, owning its interpreter while it waits for an answer.
-type Exec = Pin<Box<dyn Future<Output = (Bash, bashkit::Result<ExecResult>)> + Send>>;
+type Exec = Pin<Box<dyn Future<Output = (Box<Bash>, bashkit::Result<ExecResult>)> + Send>>;
 
-/// An interpreter with the builtin `answer`: idle (`bash`) or waiting for
-/// a back-call's answer (`waiting`).
+/// An interpreter with the builtin `answer`.
 struct CallingBash {
     back_call: Arc<Mutex<BackCall>>,
-    state: Mutex<(Option<Bash>, Option<Exec>)>,
+    /// `None` only while a call polls the script.
+    state: Mutex<Option<Calling>>,
+}
+
+enum Calling {
+    Idle(Box<Bash>),
+    /// Its script waits for a back-call's answer.
+    Waiting(Exec),
 }
 
 #[rustler::resource_impl]
@@ -142,7 +150,7 @@ fn new_calling() -> ResourceArc<CallingBash> {
     );
     ResourceArc::new(CallingBash {
         back_call,
-        state: Mutex::new((Some(bash), None)),
+        state: Mutex::new(Some(Calling::Idle(Box::new(bash)))),
     })
 }
 
@@ -151,7 +159,9 @@ fn new_calling() -> ResourceArc<CallingBash> {
 #[rustler::nif]
 fn call_exec<'a>(env: Env<'a>, calling: ResourceArc<CallingBash>, script: String) -> Term<'a> {
     let mut state = calling.state.lock().expect("an earlier exec panicked");
-    let mut bash = state.0.take().expect("an exec is already waiting");
+    let Some(Calling::Idle(mut bash)) = state.take() else {
+        panic!("an exec is already waiting");
+    };
     let exec: Exec = Box::pin(async move {
         let result = bash.exec(&script).await;
         (bash, result)
@@ -164,7 +174,9 @@ fn call_exec<'a>(env: Env<'a>, calling: ResourceArc<CallingBash>, script: String
 #[rustler::nif]
 fn call_resume<'a>(env: Env<'a>, calling: ResourceArc<CallingBash>, answer: String) -> Term<'a> {
     let mut state = calling.state.lock().expect("an earlier exec panicked");
-    let exec = state.1.take().expect("no exec is waiting");
+    let Some(Calling::Waiting(exec)) = state.take() else {
+        panic!("no exec is waiting");
+    };
     if let Some(reply) = calling.back_call.lock().expect("back-call").reply.take() {
         let _ = reply.send(answer);
     }
@@ -175,24 +187,16 @@ fn call_resume<'a>(env: Env<'a>, calling: ResourceArc<CallingBash>, answer: Stri
 fn step<'a>(
     env: Env<'a>,
     calling: &CallingBash,
-    state: &mut (Option<Bash>, Option<Exec>),
+    state: &mut Option<Calling>,
     mut exec: Exec,
 ) -> Term<'a> {
     match poll_until_wait(rt(), &mut exec) {
         Poll::Ready((bash, result)) => {
-            state.0 = Some(bash);
-            let answer = match result {
-                Ok(r) => (
-                    binary(env, r.stdout.as_bytes()),
-                    binary(env, r.stderr.as_bytes()),
-                    r.exit_code,
-                ),
-                Err(e) => (binary(env, b""), binary(env, e.to_string().as_bytes()), -1),
-            };
-            (atoms::done(), answer).encode(env)
+            *state = Some(Calling::Idle(bash));
+            (atoms::done(), outcome(env, result)).encode(env)
         }
         Poll::Pending => {
-            state.1 = Some(exec);
+            *state = Some(Calling::Waiting(exec));
             let request = calling.back_call.lock().expect("back-call").request.take();
             let Some(r) = request else {
                 // A wait that is not a back-call (`sleep`): not this baseline's.

@@ -20,6 +20,13 @@ defmodule ExBashkit.Backend do
   @typedoc "Where a session lives."
   @type location :: :in_node | {:process, atom(), pos_integer()}
 
+  @typedoc """
+  A back-call's id, as its request carries it: the NIF's counter in the
+  node; in a worker, with the port of the OS process that made it (each
+  counts from 1).
+  """
+  @type call_id :: pos_integer() | {port(), pos_integer()}
+
   @doc false
   # Build a session from the validated native configuration. Returns the
   # handle the `%Session{}` keeps (its identity and, through GC, its life)
@@ -241,21 +248,17 @@ defmodule ExBashkit.Backend do
   # a quick script, the value is the message the script sent next during
   # the call (its final reply or its next back-call), returned instead of
   # sent (`ExBashkit.Callbacks` handles it).
-  @spec callback_reply(location(), pos_integer(), term()) :: term()
+  @spec callback_reply(location(), call_id(), term()) :: term()
   def callback_reply(:in_node, call_id, answer), do: Native.callback_reply(call_id, answer)
 
-  # In a worker, the answer goes to the worker's port from here, one hop
-  # fewer than through the `ExBashkit.Worker` process (which owns the port
-  # and reads what comes back). Through it when the port is gone.
-  def callback_reply({:process, name, _sid}, call_id, answer) do
-    frame = {:callback_reply, call_id, answer}
-    port = Worker.port(name)
-
-    if port && Worker.write_frame(port, frame) do
-      :ok
-    else
-      with {:ok, worker} <- whereis(name), do: Worker.cast(worker, frame)
-    end
+  # In a worker, the answer goes from here to the port of the worker OS
+  # process that asked (`ExBashkit.Worker` puts it in the call id), one hop
+  # fewer than through the `ExBashkit.Worker` process, which owns the port
+  # and reads what comes back. If that OS process is gone, so is the script
+  # that asked: the answer is dropped.
+  def callback_reply({:process, _name, _sid}, {port, call_id}, answer) do
+    Worker.write_frame(port, {:callback_reply, call_id, answer})
+    :ok
   end
 
   @doc false

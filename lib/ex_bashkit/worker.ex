@@ -15,8 +15,11 @@ defmodule ExBashkit.Worker do
   and reference; every message the worker sends back (`{tag, id, payload}`)
   is forwarded to the caller as `{tag, ref, payload}`, the very message the
   NIF transport sends, so the code that waits is the same in both modes.
-  Only the answers to back-calls skip it on their way in: the waiting
-  caller writes them to the port itself (`port/1`).
+  Only the answers to back-calls skip it on their way in: a back-call's id
+  reaches the caller with the port of the OS process that made it, and the
+  waiting caller writes the answer to that port itself (so an answer never
+  reaches the OS process started after a crash, whose call ids also count
+  from 1).
 
   What it guarantees:
 
@@ -83,8 +86,7 @@ defmodule ExBashkit.Worker do
   end
 
   @doc false
-  # Send a frame that has no answer (`{:cancel_exec, sid, id}`,
-  # `{:callback_reply, call_id, answer}`).
+  # Send a frame that has no answer (`{:cancel_exec, sid, id}`).
   @spec cast(pid(), tuple()) :: :ok
   def cast(worker, frame) do
     send(worker, {:ex_bashkit_cast, frame})
@@ -359,7 +361,7 @@ defmodule ExBashkit.Worker do
   defp deliver(state, {tag, id, payload}) when is_integer(id) do
     case Map.fetch(state.routes, id) do
       {:ok, route} ->
-        send(route.pid, {tag, route.ref, payload})
+        send(route.pid, {tag, route.ref, for_caller(state, tag, payload)})
 
         if tag == :ex_bashkit_reply,
           do: finish(state, id, route),
@@ -374,6 +376,15 @@ defmodule ExBashkit.Worker do
     Logger.error("ExBashkit.Worker: unexpected frame from the worker: #{inspect(other)}")
     state
   end
+
+  # A back-call's id names the port of the OS process that made it: call
+  # ids are counted per OS process, from 1, so the answer must go to that
+  # process or nowhere (after a crash, the next one may wait under the same
+  # number for another session's answer).
+  defp for_caller(state, :ex_bashkit_callback, {call_id, request}),
+    do: {{state.port, call_id}, request}
+
+  defp for_caller(_state, _tag, payload), do: payload
 
   defp finish(state, id, route) do
     demonitor(route.mref)
@@ -504,7 +515,6 @@ defmodule ExBashkit.Worker do
       ])
 
     {:os_pid, os_pid} = Port.info(port, :os_pid)
-    publish_port(port)
     {:ok, %{state | port: port, os_pid: os_pid}}
   rescue
     error ->
@@ -512,19 +522,6 @@ defmodule ExBashkit.Worker do
   end
 
   defp ensure_port(state), do: {:ok, state}
-
-  # The port, for callers that write their back-calls' answers to it
-  # themselves (`port/1`). Written once per OS process the worker starts.
-  defp publish_port(port) do
-    {:registered_name, name} = Process.info(self(), :registered_name)
-    :persistent_term.put({__MODULE__, :port, name}, port)
-  end
-
-  @doc false
-  # The port of the worker registered as `name`, if it has started one (it
-  # may have closed since: a write to it then raises `ArgumentError`).
-  @spec port(atom()) :: port() | nil
-  def port(name), do: :persistent_term.get({__MODULE__, :port, name}, nil)
 
   @doc false
   @spec executable() :: Path.t()

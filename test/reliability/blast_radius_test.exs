@@ -123,6 +123,81 @@ defmodule ExBashkit.Reliability.BlastRadiusTest do
              Task.yield(task, 5_000) || Task.shutdown(task)
   end
 
+  # Call ids are counted per worker OS process, from 1: the answer to a
+  # back-call of a worker that died must not reach the worker started in its
+  # place, where another session's back-call may wait under the same id.
+  test "an answer to a back-call of a crashed worker never reaches the next one" do
+    {a, c} = sessions_on_one_worker()
+    name = worker(a)
+
+    # A fresh OS process: its first back-call is number 1.
+    kill_worker_process(name)
+    assert_recovers(a)
+    assert_recovers(c)
+
+    first = Task.async(fn -> Session.exec(a, "slow") end)
+    assert_receive {:slow, slow_handler}, 5_000
+
+    # The first caller holds the handler's answer unread while its worker
+    # dies and a new one takes the other session's back-call number 1.
+    :erlang.suspend_process(first.pid)
+    handler_ref = Process.monitor(slow_handler)
+    send(slow_handler, :go)
+    assert_receive {:DOWN, ^handler_ref, :process, _, _}
+    kill_worker_process(name)
+    assert_recovers(c)
+
+    second = Task.async(fn -> Session.exec(c, "ask") end)
+    assert_receive {:ask, ask_handler}, 5_000
+
+    :erlang.resume_process(first.pid)
+    assert {:error, %{reason: :crashed}} = Task.await(first, 5_000)
+    send(ask_handler, :go)
+    assert {:ok, %Result{stdout: "its own answer\n"}} = Task.await(second, 5_000)
+  end
+
+  defp sessions_on_one_worker do
+    test = self()
+
+    waiting_builtin = fn tag, answer ->
+      fn _call ->
+        send(test, {tag, self()})
+        receive do: (:go -> {:ok, answer})
+      end
+    end
+
+    a =
+      Session.new(
+        isolation: :process,
+        builtins: %{"slow" => waiting_builtin.(:slow, "a stale answer\n")}
+      )
+
+    c =
+      Enum.find_value(1..10, fn _ ->
+        s =
+          Session.new(
+            isolation: :process,
+            builtins: %{"ask" => waiting_builtin.(:ask, "its own answer\n")}
+          )
+
+        if worker(s) == worker(a), do: s
+      end) || flunk("no session on the wanted worker")
+
+    {a, c}
+  end
+
+  # Kill the worker's OS process; return once its owner has started another.
+  defp kill_worker_process(name) do
+    os_pid = ExBashkit.Worker.os_pid(name)
+    {_, 0} = System.cmd("kill", ["-9", "#{os_pid}"])
+
+    Health.wait_until(
+      fn -> ExBashkit.Worker.os_pid(name) not in [nil, os_pid] end,
+      10_000,
+      "a new worker process"
+    )
+  end
+
   test "the worker runs with a cleared environment, in /, below the VM's priority" do
     s = Session.new(isolation: :process)
     assert {:ok, _} = Session.exec(s, "true")

@@ -173,15 +173,10 @@ defmodule ExBashkit.Reliability.BlastRadiusTest do
       )
 
     c =
-      Enum.find_value(1..10, fn _ ->
-        s =
-          Session.new(
-            isolation: :process,
-            builtins: %{"ask" => waiting_builtin.(:ask, "its own answer\n")}
-          )
-
-        if worker(s) == worker(a), do: s
-      end) || flunk("no session on the wanted worker")
+      session_where(&(worker(&1) == worker(a)),
+        isolation: :process,
+        builtins: %{"ask" => waiting_builtin.(:ask, "its own answer\n")}
+      )
 
     {a, c}
   end
@@ -221,11 +216,12 @@ defmodule ExBashkit.Reliability.BlastRadiusTest do
 
   defp info(session), do: ExBashkit.Backend.info(session.resource, session.location)
 
-  # A session with KEEP=kept that satisfies `pred` (the pool alternates
-  # workers, so a few tries find one).
-  defp session_where(pred) do
+  # A session made with `opts` (by default, in a worker with KEEP=kept)
+  # that satisfies `pred` (the pool alternates workers, so a few tries find
+  # one).
+  defp session_where(pred, opts \\ [isolation: :process, env: [KEEP: "kept"]]) do
     Enum.find_value(1..10, fn _ ->
-      s = Session.new(isolation: :process, env: [KEEP: "kept"])
+      s = Session.new(opts)
       if pred.(s), do: s
     end) || flunk("no session on the wanted worker")
   end

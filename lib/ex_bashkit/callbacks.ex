@@ -66,8 +66,6 @@ defmodule ExBashkit.Callbacks do
   @chain_key :"$ex_bashkit_waiting_sessions"
   # The messages a NIF call may return instead of sending (`returned/4`).
   @returnable [:ex_bashkit_reply, :ex_bashkit_callback]
-  # The running handlers of one request between two `next/3` steps.
-  @handlers_key :"$ex_bashkit_handlers"
   # How long a killed handler may take to die (its DOWN).
   @stop_wait_ms 5_000
   # Why a handler that called the process blocked in exec failed at once.
@@ -134,25 +132,40 @@ defmodule ExBashkit.Callbacks do
   # Wait for the final answer, handing output chunks to `on_output`.
   # `returned` is a message of this request that the NIF call returned
   # instead of sending (`ExBashkit.Backend.exec/5`): it comes first. The
-  # request is new, so it has no handlers yet; they are kept as loop state
-  # (`next/3`, a step that a stream's pump calls again and again, keeps
-  # them in the process dictionary between steps instead).
+  # request is new, so it has no handlers yet; they are kept as loop state.
+  #
+  # A streaming exec's chunks are also kept until the answer, for one case:
+  # an error that carries no output of its own although some was streamed.
+  # That is the answer of a worker's owner when its OS process did not
+  # answer by the deadline (hung, or starved of CPU: it runs below the VM's
+  # priority) or died: the script's output so far is in that OS process,
+  # and what the caller already saw is all that is left of it.
   @spec await(reference(), context(), (binary(), binary() -> any()), tuple() | nil) ::
           {:ok, Result.t()} | {:error, Error.t()}
   def await(ref, context, on_output \\ fn _, _ -> :ok end, returned \\ nil) do
-    await_loop(ref, context, on_output, returned(ref, context, %{}, returned))
+    await_loop(ref, context, on_output, returned(ref, context, %{}, returned), {[], []})
   end
 
-  defp await_loop(ref, context, on_output, {event, handlers}) do
+  defp await_loop(ref, context, on_output, {event, handlers}, {out, err} = streamed) do
     case step(event) do
       {:output, stdout, stderr} ->
         on_output.(stdout, stderr)
-        await_loop(ref, context, on_output, event(ref, context, handlers))
+        next = event(ref, context, handlers)
+        await_loop(ref, context, on_output, next, {[out | stdout], [err | stderr]})
 
       {:done, outcome} ->
-        outcome
+        with_streamed(outcome, streamed)
     end
   end
+
+  defp with_streamed({:error, %Error{stdout: "", stderr: ""} = error}, {out, err})
+       when out != [] or err != [] do
+    stdout = IO.iodata_to_binary(out)
+    stderr = IO.iodata_to_binary(err)
+    {:error, %{error | stdout: stdout, stderr: stderr}}
+  end
+
+  defp with_streamed(outcome, _streamed), do: outcome
 
   @doc false
   # Wait for the answer of a request that is not an exec (state, reset, ...).
@@ -183,22 +196,6 @@ defmodule ExBashkit.Callbacks do
       {:down, reason} -> {:error, worker_down(reason)}
       {:output, _, _} -> await_reply_loop(ref, context, event(ref, context, handlers))
     end
-  end
-
-  @doc false
-  # The next event of request `ref` that the caller must see; back-calls
-  # are dispatched on the way. The request's running handlers wait in the
-  # process dictionary between two calls.
-  @spec next(reference(), context(), tuple() | nil) ::
-          {:output, binary(), binary()} | {:done, {:ok, Result.t()} | {:error, Error.t()}}
-  def next(ref, context, returned \\ nil) do
-    {event, handlers} = returned(ref, context, Process.get({@handlers_key, ref}, %{}), returned)
-
-    if handlers == %{},
-      do: Process.delete({@handlers_key, ref}),
-      else: Process.put({@handlers_key, ref}, handlers)
-
-    step(event)
   end
 
   defp step({:reply, reply}), do: {:done, result(reply)}

@@ -27,11 +27,14 @@ defmodule ExBashkit.Worker do
       `ExBashkit.exec/1` ones too), and its `state`, `reset`, `snapshot`
       and `restore` calls still waiting for their turn.
     * **Deadlines.** An exec with a timeout (per call, or the session's
-      `limits: [timeout_ms: ...]`) is answered at its deadline (plus
-      `200 ms`) even if the interpreter never reaches a command boundary;
-      if the worker has still not finished it `:worker_kill_grace_ms` later
-      (default 2 000), the worker is killed. `ExBashkit.Session.cancel/1`
-      gets the same treatment.
+      `limits: [timeout_ms: ...]`) is answered by the worker at its
+      deadline, with the output so far. If the worker has not answered one
+      second later (its interpreter never reached a command boundary, or the
+      OS process got no CPU), this process answers it, with the output that
+      was streamed (`stream/3`, `:stream_to`) or none; if the worker has
+      still not finished it `:worker_kill_grace_ms` later (default 2 000),
+      the worker is killed. `ExBashkit.Session.cancel/1` gets the same
+      treatment.
     * **Crashes.** When the worker dies, every request in flight on it is
       answered `{:error, %ExBashkit.Error{reason: :crashed}}` at once, a new
       worker starts, and every session that lived there is rebuilt from its
@@ -49,7 +52,7 @@ defmodule ExBashkit.Worker do
 
   alias ExBashkit.Native
 
-  @reply_slack_ms 200
+  @reply_slack_ms 1_000
   @lifecycle_kinds [:state, :reset, :snapshot, :restore]
   # Interpreter threads of a worker: 16 MiB stacks (a stack overflow only
   # ends the worker, unlike in the node), at most 256 scripts at once; the

@@ -53,7 +53,7 @@ defmodule ExBashkit.Session.StreamPump do
   end
 
   @doc false
-  # The next event, as `Callbacks.next/2` gives it.
+  # The next event of the exec: an output chunk, or its final outcome.
   @spec next(t()) :: {:output, binary(), binary()} | {:done, term()}
   def next(%{pid: pid, mref: mref, tag: tag}) do
     receive do

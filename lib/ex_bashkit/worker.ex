@@ -57,10 +57,10 @@ defmodule ExBashkit.Worker do
   # streamed (it is in the OS process). A loaded worker answers late: the
   # stopped script waits for its turn on a runner behind the others that
   # are ready to run. Measured with endless CPU-bound loops on two workers
-  # (2026-11-28): at most 55-88 ms late with 32 per worker, 250 ms with 64,
-  # 1.0 s with 255 (a worker's most, 256 scripts at once). This covers all
-  # but the most loaded workers; a slack long enough for those would also
-  # delay the answer for a script that never stops by itself.
+  # (2026-11-28, bench/analysis.md): at most 37-88 ms late with 32 per
+  # worker, 250 ms with 64, 0.8-1.4 s with 255 (a worker's most). This
+  # covers all but the most loaded workers; a slack long enough for those
+  # would also delay the answer for a script that never stops by itself.
   @reply_slack_ms 1_000
   @lifecycle_kinds [:state, :reset, :snapshot, :restore]
   # Interpreter threads of a worker: 16 MiB stacks (a stack overflow only

@@ -134,29 +134,35 @@ defmodule ExBashkit.Callbacks do
   # instead of sending (`ExBashkit.Backend.exec/5`): it comes first. The
   # request is new, so it has no handlers yet; they are kept as loop state.
   #
-  # A streaming exec's chunks are also kept until the answer, for one case:
-  # an error that carries no output of its own although some was streamed.
-  # That is the answer of a worker's owner when its OS process did not
-  # answer by the deadline (hung, or starved of CPU: it runs below the VM's
-  # priority) or died: the script's output so far is in that OS process,
-  # and what the caller already saw is all that is left of it.
+  # In a worker, a streaming exec's chunks are also kept until the answer,
+  # for one case: an error that carries no output of its own although some
+  # was streamed. That is the answer of a worker's owner when its OS
+  # process did not answer by the deadline (hung, or starved of CPU) or
+  # died: the script's output so far is in that OS process, and what the
+  # caller already saw is all that is left of it. (What is kept is bounded
+  # by the session's output caps, as the result's own output is; in the
+  # node every answer comes from the interpreter, so nothing is kept.)
   @spec await(reference(), context(), (binary(), binary() -> any()), tuple() | nil) ::
           {:ok, Result.t()} | {:error, Error.t()}
   def await(ref, context, on_output \\ fn _, _ -> :ok end, returned \\ nil) do
-    await_loop(ref, context, on_output, returned(ref, context, %{}, returned), {[], []})
+    streamed = if match?({:process, _, _}, context.location), do: {[], []}
+    await_loop(ref, context, on_output, returned(ref, context, %{}, returned), streamed)
   end
 
-  defp await_loop(ref, context, on_output, {event, handlers}, {out, err} = streamed) do
+  defp await_loop(ref, context, on_output, {event, handlers}, streamed) do
     case step(event) do
       {:output, stdout, stderr} ->
         on_output.(stdout, stderr)
         next = event(ref, context, handlers)
-        await_loop(ref, context, on_output, next, {[out | stdout], [err | stderr]})
+        await_loop(ref, context, on_output, next, keep(streamed, stdout, stderr))
 
       {:done, outcome} ->
         with_streamed(outcome, streamed)
     end
   end
+
+  defp keep(nil, _stdout, _stderr), do: nil
+  defp keep({out, err}, stdout, stderr), do: {[out | stdout], [err | stderr]}
 
   defp with_streamed({:error, %Error{stdout: "", stderr: ""} = error}, {out, err})
        when out != [] or err != [] do

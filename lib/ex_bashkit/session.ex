@@ -453,8 +453,13 @@ defmodule ExBashkit.Session do
       counted from the call (time queued behind other execs of the session
       included). The session's own `:timeout_ms` limit still applies; the
       tighter one wins. Past it: `{:error, %ExBashkit.Error{reason: :timeout}}`
-      (`limit: nil` for this option, `limit: :timeout_ms` for the session's).
-      `:infinity` means no per-call limit.
+      (`limit: nil` for this option, `limit: :timeout_ms` for the session's),
+      with the output written until then. `:infinity` means no per-call
+      limit. In a worker (`isolation: :process`), a script that has not
+      stopped a second past its deadline (a command that never reaches a
+      command boundary, or a worker too busy to run it) is answered then,
+      with only the output that was streamed (`:stream_to`, `stream/3`);
+      its worker is killed if it still runs after a grace period.
     * `:stream_to` - `pid` or `{pid, tag}`: send output to `pid` while the
       script runs, as `{tag, {:stdout, chunk}}` and `{tag, {:stderr, chunk}}`
       messages (default tag `:ex_bashkit_output`), in the order it was

@@ -81,10 +81,15 @@ defmodule ExBashkit do
   # A one-shot exec on an interpreter of its own, built for `config` (a
   # session configuration's native map): in advance when the configuration
   # is asked for often (`native/ex_bashkit/src/warm.rs`).
+  # The worker's watchdog answers the exec by the interpreter's own deadline.
+  defp meta(config),
+    do: %{timeout_ms: Session.Exec.deadline_ms(nil, config.limits[:timeout_ms])}
+
   defp once(script, config) do
     submitted =
       with :ok <- Session.Exec.check_script(script),
-           do: Backend.exec_once(config, script, Session.Options.default_isolation(), %{})
+           do:
+             Backend.exec_once(config, script, Session.Options.default_isolation(), meta(config))
 
     case submitted do
       {:ok, ref} -> Callbacks.await(ref, Callbacks.no_callbacks())

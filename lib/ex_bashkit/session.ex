@@ -458,8 +458,8 @@ defmodule ExBashkit.Session do
       limit. In a worker (`isolation: :process`), a script that has not
       stopped a second past its deadline (a command that never reaches a
       command boundary, or a worker too busy to run it) is answered then,
-      with only the output that was streamed (`:stream_to`, `stream/3`);
-      its worker is killed if it still runs after a grace period.
+      with the output the worker can still report; its worker is killed if
+      it still runs after a grace period.
     * `:stream_to` - `pid` or `{pid, tag}`: send output to `pid` while the
       script runs, as `{tag, {:stdout, chunk}}` and `{tag, {:stderr, chunk}}`
       messages (default tag `:ex_bashkit_output`), in the order it was

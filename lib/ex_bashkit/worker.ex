@@ -26,15 +26,17 @@ defmodule ExBashkit.Worker do
     * **Caller death** cancels the caller's execs in the worker (one-shot
       `ExBashkit.exec/1` ones too), and its `state`, `reset`, `snapshot`
       and `restore` calls still waiting for their turn.
-    * **Deadlines.** An exec with a timeout (per call, or the session's
-      `limits: [timeout_ms: ...]`) is answered by the worker at its
-      deadline, with the output so far. If the worker has not answered one
-      second later (its interpreter never reached a command boundary, or the
-      OS process got no CPU), this process answers it, with the output that
-      was streamed (`stream/3`, `:stream_to`) or none; if the worker has
-      still not finished it `:worker_kill_grace_ms` later (default 2 000),
-      the worker is killed. `ExBashkit.Session.cancel/1` gets the same
-      treatment.
+    * **Deadlines.** Every exec has one: the call's `:timeout_ms`, the
+      session's `limits: [timeout_ms: ...]`, or bashkit's default, which the
+      interpreter applies too. The worker answers at the deadline, with the
+      output so far. If it has not answered one second later (its
+      interpreter never reached a command boundary, or its runners are all
+      busy), this process asks the worker's reading thread for the exec's
+      output so far and answers with it (with what was streamed, or
+      nothing, if that does not come within 200 ms either: the OS process
+      gets no CPU). If the worker has still not finished the exec
+      `:worker_kill_grace_ms` later (default 2 000), the worker is killed.
+      `ExBashkit.Session.cancel/1` gets the same treatment.
     * **Crashes.** When the worker dies, every request in flight on it is
       answered `{:error, %ExBashkit.Error{reason: :crashed}}` at once, a new
       worker starts, and every session that lived there is rebuilt from its
@@ -53,15 +55,19 @@ defmodule ExBashkit.Worker do
   alias ExBashkit.Native
 
   # How late a worker may answer a deadline or a cancel itself before this
-  # process answers for it, without the output of an exec that was not
-  # streamed (it is in the OS process). A loaded worker answers late: the
-  # stopped script waits for its turn on a runner behind the others that
-  # are ready to run. Measured with endless CPU-bound loops on two workers
-  # (2026-11-28, bench/analysis.md): at most 37-88 ms late with 32 per
-  # worker, 250 ms with 64, 0.8-1.4 s with 255 (a worker's most). This
-  # covers all but the most loaded workers; a slack long enough for those
-  # would also delay the answer for a script that never stops by itself.
+  # process answers for it. The worker's own answer comes once the script
+  # has stopped; one given here comes while it may still run (the
+  # session's next call waits for it), so it is kept for scripts that do
+  # not stop. A loaded worker answers late: the stopped script waits for
+  # its turn on a runner behind the others that are ready to run. Measured
+  # with endless CPU-bound loops on two workers (2026-11-28,
+  # bench/analysis.md): at most 37-88 ms late with 32 per worker, 250 ms
+  # with 64, 0.8-1.4 s with 255 (a worker's most).
   @reply_slack_ms 1_000
+  # How long the worker's reading thread may take to send an exec's output
+  # so far, once asked (it reads every frame, and runs at most a quick
+  # script between two).
+  @output_wait_ms 200
   @lifecycle_kinds [:state, :reset, :snapshot, :restore]
   # Interpreter threads of a worker: 16 MiB stacks (a stack overflow only
   # ends the worker, unlike in the node), at most 256 scripts at once; the
@@ -157,6 +163,8 @@ defmodule ExBashkit.Worker do
        shipped: MapSet.new(),
        # ids answered by their deadline and not yet by the worker
        overdue: %{},
+       # ids past their deadline waiting for their output so far: id => why
+       answering: %{},
        grace_ms: Keyword.get(opts, :grace_ms, 2_000),
        max_memory: Keyword.get(opts, :max_memory),
        max_cpu_seconds: Keyword.get(opts, :max_cpu_seconds),
@@ -209,37 +217,41 @@ defmodule ExBashkit.Worker do
         {route, routes} = Map.pop(state.routes, id)
         state = %{state | monitors: monitors, routes: routes}
         cancel_timer(route)
-        # Nobody will read the answer: stop the script.
-        state =
-          case route.kind do
-            :exec -> send_frame(state, {:cancel_exec, route.sid, id})
-            # A lifecycle call (state, reset, snapshot, restore) still
-            # queued is dropped the same way (`lifecycle.rs`).
-            kind when kind in @lifecycle_kinds -> send_frame(state, {:cancel_exec, route.sid, id})
-            :exec_once -> send_frame(state, {:cancel_once, id})
-            _ -> state
-          end
-
-        {:noreply, state}
+        # Nobody will read the answer: stop the script. A lifecycle call
+        # (state, reset, snapshot, restore) still queued is dropped the same
+        # way (`lifecycle.rs`).
+        {:noreply, send_frame(state, stop_frame(route, id))}
     end
   end
 
+  # An exec past its deadline (or cancelled) that the worker has not
+  # answered by itself: its output so far is asked of the worker's reading
+  # thread, which answers however busy the runners are, and the caller gets
+  # it in the error. Other requests are answered at once.
   def handle_info({:deadline, id, why}, state) do
-    case Map.pop(state.routes, id) do
-      {nil, _} ->
-        {:noreply, state}
+    route = Map.get(state.routes, id)
 
-      {route, routes} ->
-        # Answer now; give the interpreter the grace period to stop on its
-        # own before the worker is killed.
-        demonitor(route.mref)
-        send(route.pid, {:ex_bashkit_reply, route.ref, {:error, why}})
-        state = %{state | routes: routes, monitors: Map.delete(state.monitors, route.mref)}
-        state = send_frame(state, {:cancel_exec, route.sid, id})
-        Process.send_after(self(), {:grace, id, state.generation}, state.grace_ms)
-        {:noreply, %{state | overdue: Map.put(state.overdue, id, route.sid)}}
+    cond do
+      route == nil or Map.has_key?(state.answering, id) -> {:noreply, state}
+      route.kind in [:exec, :exec_once] -> {:noreply, ask_output_so_far(state, id, route, why)}
+      true -> {:noreply, answer_stopped(state, id, why, nil)}
     end
   end
+
+  def handle_info({:ex_bashkit_reply, {:output_so_far, id}, reply}, state) do
+    output =
+      case reply do
+        {stdout, stderr} when is_binary(stdout) and is_binary(stderr) -> {stdout, stderr}
+        _none_or_error -> nil
+      end
+
+    {:noreply, answer_pending(state, id, output)}
+  end
+
+  # The reading thread did not answer either (the OS process is frozen or
+  # starved): answer without the output.
+  def handle_info({:output_so_far_late, id}, state),
+    do: {:noreply, answer_pending(state, id, nil)}
 
   def handle_info({:ex_bashkit_reply, {:rebuild, sid}, {:error, message}}, state) do
     lost = Map.put(state.lost, sid, "session lost and not rebuilt: " <> message)
@@ -341,6 +353,66 @@ defmodule ExBashkit.Worker do
     state
   end
 
+  defp ask_output_so_far(state, id, route, why) do
+    ask = System.unique_integer([:positive])
+    reply_to_self = %{pid: self(), ref: {:output_so_far, id}, mref: nil, sid: route.sid}
+
+    state = %{
+      state
+      | routes:
+          Map.put(
+            state.routes,
+            ask,
+            Map.merge(reply_to_self, %{kind: :output_so_far, timer: nil})
+          ),
+        answering: Map.put(state.answering, id, why)
+    }
+
+    Process.send_after(self(), {:output_so_far_late, id}, @output_wait_ms)
+    send_frame(state, {:output_so_far, ask, route.sid, id})
+  end
+
+  # The answer to exec `id` that waited for its output so far, unless the
+  # worker answered it by itself meanwhile.
+  defp answer_pending(state, id, output) do
+    case Map.pop(state.answering, id) do
+      {nil, _} -> state
+      {why, answering} -> answer_stopped(%{state | answering: answering}, id, why, output)
+    end
+  end
+
+  # Answer request `id` now, with `why` and the `{stdout, stderr}` it wrote
+  # (or nil); give the interpreter the grace period to stop on its own
+  # before the worker is killed.
+  defp answer_stopped(state, id, why, output) do
+    case Map.pop(state.routes, id) do
+      {nil, _} ->
+        state
+
+      {route, routes} ->
+        demonitor(route.mref)
+        send(route.pid, {:ex_bashkit_reply, route.ref, {:error, stopped_error(why, output)}})
+        state = %{state | routes: routes, monitors: Map.delete(state.monitors, route.mref)}
+        state = send_frame(state, stop_frame(route, id))
+        Process.send_after(self(), {:grace, id, state.generation}, state.grace_ms)
+        %{state | overdue: Map.put(state.overdue, id, route.sid)}
+    end
+  end
+
+  defp stopped_error(why, nil), do: why
+
+  defp stopped_error(why, {stdout, stderr}),
+    do: %{ExBashkit.Error.from_message(why) | stdout: stdout, stderr: stderr}
+
+  # The frame that stops request `id` in the worker, for those that can be
+  # stopped (nil for the others).
+  defp stop_frame(%{kind: :exec_once}, id), do: {:cancel_once, id}
+
+  defp stop_frame(%{kind: kind, sid: sid}, id) when kind == :exec or kind in @lifecycle_kinds,
+    do: {:cancel_exec, sid, id}
+
+  defp stop_frame(_route, _id), do: nil
+
   defp cancel_timer(%{timer: timer}) when is_reference(timer),
     do: Process.cancel_timer(timer, async: true, info: false)
 
@@ -421,6 +493,7 @@ defmodule ExBashkit.Worker do
   defp orphan(state, _tag, _id, _payload), do: state
 
   defp send_frame(%{port: nil} = state, _frame), do: state
+  defp send_frame(state, nil), do: state
 
   defp send_frame(%{port: port} = state, frame) do
     write_frame(port, frame)
@@ -576,6 +649,7 @@ defmodule ExBashkit.Worker do
         routes: %{},
         monitors: %{},
         overdue: %{},
+        answering: %{},
         lost: lost,
         shipped: MapSet.new()
     }

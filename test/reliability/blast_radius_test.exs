@@ -100,14 +100,34 @@ defmodule ExBashkit.Reliability.BlastRadiusTest do
     Health.assert_healthy!()
   end
 
-  test "cancel/1 of a script that never reaches a command boundary answers promptly" do
+  test "cancel/1 of a script that never reaches a command boundary answers promptly, with its output" do
     victim = Session.new(isolation: :process)
-    task = Task.async(fn -> Session.exec(victim, "echo a | uniq -f 1000000000000000000") end)
+    hang = "echo before; echo a | uniq -f 1000000000000000000"
+    task = Task.async(fn -> Session.exec(victim, hang) end)
     Health.wait_until(fn -> Session.cancel(victim) == :ok end, 10_000, "the script to start")
 
-    assert {:ok, {:error, %{message: message}}} = Task.yield(task, @bound) || Task.shutdown(task)
-    assert message =~ "cancelled"
+    assert {:ok, {:error, error}} = Task.yield(task, @bound) || Task.shutdown(task)
+    assert %ExBashkit.Error{reason: :cancelled, stdout: "before\n"} = error
     assert_recovers(victim)
+  end
+
+  # A session without a timeout of its own has bashkit's default (30 s),
+  # which its interpreter applies; the worker's owner must answer by it
+  # too, or a command that never reaches a command boundary would never be
+  # answered. The output so far comes from the worker's reading thread.
+  test "with no timeout given, a script that never stops is answered by bashkit's default deadline" do
+    deadline = ExBashkit.Session.Defaults.bashkit_limit(:timeout_ms)
+    hang = "echo before; echo a | uniq -f 1000000000000000000"
+    session = Session.new(isolation: :process)
+    in_session = Task.async(fn -> Session.exec(session, hang) end)
+    one_shot = Task.async(fn -> ExBashkit.exec(hang) end)
+
+    for task <- [in_session, one_shot] do
+      assert {:ok, {:error, error}} = Task.yield(task, deadline + @bound) || Task.shutdown(task)
+      assert %ExBashkit.Error{reason: :timeout, stdout: "before\n"} = error
+    end
+
+    assert_recovers(session)
   end
 
   # The worker OS process answers a timed-out exec itself, with the output

@@ -127,11 +127,15 @@ defmodule ExBashkit.Session.Exec do
 
   defp to_mailbox(submitted), do: submitted
 
+  @doc false
   # When the exec must be answered (for the worker's watchdog): the tighter
-  # of the call's and the session's timeouts.
-  defp deadline_ms(nil, session), do: session
-  defp deadline_ms(call, nil), do: call
-  defp deadline_ms(call, session), do: min(call, session)
+  # of the call's and the session's timeouts. A session without one has
+  # bashkit's default, which its interpreter applies too: without it here,
+  # a command that never reaches a command boundary would never be answered.
+  @spec deadline_ms(pos_integer() | nil, pos_integer() | nil) :: pos_integer()
+  def deadline_ms(call, nil), do: deadline_ms(call, Defaults.bashkit_limit(:timeout_ms))
+  def deadline_ms(nil, session), do: session
+  def deadline_ms(call, session), do: min(call, session)
 
   defp forwarder(nil), do: fn _, _ -> :ok end
 

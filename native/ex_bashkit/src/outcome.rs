@@ -69,6 +69,11 @@ impl Partial {
         }
     }
 
+    /// A copy of everything written so far, `(stdout, stderr)`.
+    pub fn copy(&self) -> (Vec<u8>, Vec<u8>) {
+        (self.stdout.clone(), self.stderr.clone())
+    }
+
     /// Everything written so far, `(stdout, stderr)`, leaving it empty.
     pub fn take(&mut self) -> (Vec<u8>, Vec<u8>) {
         (

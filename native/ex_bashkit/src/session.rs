@@ -333,6 +333,12 @@ impl Session {
         }
     }
 
+    /// What exec `id` has written so far (`ExecTicket::output_so_far`).
+    pub fn output_so_far(&self, id: u64) -> Option<(Vec<u8>, Vec<u8>)> {
+        let ticket = self.tickets.lock().get(&id).and_then(Weak::upgrade)?;
+        ticket.output_so_far()
+    }
+
     /// Stop exec `id`, running or still queued. Returns whether it existed.
     pub fn cancel_exec(&self, id: u64) -> bool {
         match self.tickets.lock().get(&id).and_then(Weak::upgrade) {
@@ -535,6 +541,7 @@ pub fn exec(
     let caller = reply.caller();
     let ticket = ExecTicket::new();
     let partial = Partial::shared();
+    ticket.attach_output(&partial);
     let place = session.register_call(exec_id, &ticket);
     // A per-call timeout counts from the call, queueing behind other execs
     // of this session included.
@@ -648,6 +655,7 @@ pub fn exec_once_job(
                     let bash = used.insert(built.bash);
                     ticket.start(bash.cancellation_token(), built.interrupt);
                     let partial = Partial::shared();
+                    ticket.attach_output(&partial);
                     // A fresh default interpreter holds no code of its own.
                     let shape = script_shape::of(&script, &OwnCommands::NONE);
                     let metering = Metering::start(bash);

@@ -9,13 +9,14 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, LazyLock, Weak};
+use std::sync::{Arc, LazyLock, OnceLock, Weak};
 use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 use tokio::sync::Notify;
 
 use crate::interrupt::Interrupt;
+use crate::outcome::{Partial, SharedPartial};
 
 /// The cancellation state of one exec, shared by the exec, `cancel/1` and
 /// the watchdog. It exists from submission on, so an exec can be cancelled
@@ -31,6 +32,10 @@ pub struct ExecTicket {
     /// Wakes `stopped()`: a call still waiting for its session's turn gives
     /// up at once when cancelled or timed out.
     stop: Notify,
+    /// The exec's output so far, once it runs: a worker reads it when its
+    /// owner must answer a stopped exec that has not ended
+    /// ([`output_so_far`](Self::output_so_far)).
+    output: OnceLock<Weak<Mutex<Partial>>>,
 }
 
 impl ExecTicket {
@@ -40,7 +45,21 @@ impl ExecTicket {
             cancelled: AtomicBool::new(false),
             timed_out: AtomicBool::new(false),
             stop: Notify::new(),
+            output: OnceLock::new(),
         })
+    }
+
+    /// Where the exec writes its output (set once, when it starts).
+    pub fn attach_output(&self, partial: &SharedPartial) {
+        let _ = self.output.set(Arc::downgrade(partial));
+    }
+
+    /// A copy of what the exec has written so far, `(stdout, stderr)`, or
+    /// `None` if it has not started writing or has ended.
+    pub fn output_so_far(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+        let partial = self.output.get()?.upgrade()?;
+        let partial = partial.lock();
+        Some(partial.copy())
     }
 
     /// The exec starts running with `token` and `interrupt` (both re-armed
@@ -262,6 +281,23 @@ mod tests {
         assert!(fired(&near_token), "the earlier deadline never fired");
         assert!(fired(&next_token), "the later deadline never fired");
         assert!(!far_token.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn output_so_far_is_a_copy_while_the_exec_lives() {
+        let ticket = ExecTicket::new();
+        assert_eq!(ticket.output_so_far(), None, "nothing attached yet");
+        let partial = Partial::shared();
+        ticket.attach_output(&partial);
+        partial.lock().push(b"out", b"err");
+        assert_eq!(
+            ticket.output_so_far(),
+            Some((b"out".to_vec(), b"err".to_vec()))
+        );
+        // A copy: the exec's own output is untouched.
+        assert_eq!(partial.lock().take(), (b"out".to_vec(), b"err".to_vec()));
+        drop(partial);
+        assert_eq!(ticket.output_so_far(), None, "the exec has ended");
     }
 
     #[test]

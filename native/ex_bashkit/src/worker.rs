@@ -25,7 +25,13 @@
 //! {:load_image, image_id, tar}    {:drop_image, image_id}
 //! {:live_sessions, id}            {:running_scripts, id}
 //! {:callback_reply, call_id, answer}
+//! {:output_so_far, id, sid | nil, exec_id}
 //! ```
+//!
+//! `output_so_far` answers `{stdout, stderr}` (what exec `exec_id` of
+//! session `sid`, or one-shot exec `exec_id`, has written so far) or `nil`,
+//! from the reading thread: `ExBashkit.Worker` asks for it when an exec
+//! stopped by its deadline or a cancel has still not answered by itself.
 //!
 //! `load_image` and `drop_image` have no answer: a `load_image` is handled
 //! on the reading thread before the frames after it, so a `new` that names
@@ -285,6 +291,29 @@ fn dispatch(
     }
     if tag == "live_sessions" {
         answer(id, frames, session::live_sessions().into());
+        return Ok(());
+    }
+    if tag == "output_so_far" {
+        // `{:output_so_far, id, sid | nil, exec_id}`: answered here, on the
+        // reading thread, however busy the runners are.
+        let exec_id: u64 = arg(items, 3)?;
+        let output = match arg::<u64>(items, 2) {
+            Ok(sid) => sessions
+                .lock()
+                .get(&sid)
+                .cloned()
+                .and_then(|session| session.output_so_far(exec_id)),
+            Err(_) => ONE_SHOTS
+                .lock()
+                .get(&exec_id)
+                .and_then(std::sync::Weak::upgrade)
+                .and_then(|ticket| ticket.output_so_far()),
+        };
+        let output = match output {
+            Some((stdout, stderr)) => Value::tuple([Value::Binary(stdout), Value::Binary(stderr)]),
+            None => Value::nil(),
+        };
+        answer(id, frames, output);
         return Ok(());
     }
     if tag == "running_scripts" {

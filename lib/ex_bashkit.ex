@@ -80,11 +80,8 @@ defmodule ExBashkit do
 
   # A one-shot exec on an interpreter of its own, built for `config` (a
   # session configuration's native map): in advance when the configuration
-  # is asked for often (`native/ex_bashkit/src/warm.rs`).
-  # The worker's watchdog answers the exec by the interpreter's own deadline.
-  defp meta(config),
-    do: %{timeout_ms: Session.Exec.deadline_ms(nil, config.limits[:timeout_ms])}
-
+  # is asked for often (`native/ex_bashkit/src/warm.rs`). In a worker, the
+  # worker's owner answers it by the interpreter's deadline at the latest.
   defp once(script, config) do
     submitted =
       with :ok <- Session.Exec.check_script(script),
@@ -97,4 +94,7 @@ defmodule ExBashkit do
       {:error, _} = error -> ExBashkit.Error.wrap(error)
     end
   end
+
+  defp meta(config),
+    do: %{timeout_ms: Session.Exec.deadline_ms(nil, config.limits[:timeout_ms])}
 end

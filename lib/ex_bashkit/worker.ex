@@ -354,17 +354,21 @@ defmodule ExBashkit.Worker do
   end
 
   defp ask_output_so_far(state, id, route, why) do
+    # A request of this process's own: its answer comes back here.
     ask = System.unique_integer([:positive])
-    reply_to_self = %{pid: self(), ref: {:output_so_far, id}, mref: nil, sid: route.sid}
+
+    to_self = %{
+      pid: self(),
+      ref: {:output_so_far, id},
+      mref: nil,
+      sid: route.sid,
+      kind: :output_so_far,
+      timer: nil
+    }
 
     state = %{
       state
-      | routes:
-          Map.put(
-            state.routes,
-            ask,
-            Map.merge(reply_to_self, %{kind: :output_so_far, timer: nil})
-          ),
+      | routes: Map.put(state.routes, ask, to_self),
         answering: Map.put(state.answering, id, why)
     }
 

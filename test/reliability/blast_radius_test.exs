@@ -131,10 +131,10 @@ defmodule ExBashkit.Reliability.BlastRadiusTest do
   end
 
   # The worker OS process answers a timed-out exec itself, with the output
-  # so far. When it cannot (hung, or starved of CPU), its owner answers at
-  # the deadline plus a slack, from the Elixir side: a streaming exec's
-  # error still carries what was streamed. A stopped OS process stands in
-  # for one that gets no CPU.
+  # so far. When it cannot, its owner answers at the deadline plus a slack,
+  # with the output so far that the worker's reading thread reports; when
+  # that thread cannot answer either (the OS process gets no CPU, here it
+  # is stopped), a streaming exec's error still carries what was streamed.
   test "a stream whose worker is frozen past its deadline ends with the output it streamed" do
     victim = Session.new(isolation: :process)
     os_pid = ExBashkit.Worker.os_pid(worker(victim))

@@ -142,6 +142,18 @@ defmodule ExBashkit.AgentResultsTest do
       refute_received {:ex_bashkit, ^ref, _}
     end
 
+    # The session's own timeout counts from an exec's start, as bashkit
+    # applies it: an exec that waited for its turn behind another is not
+    # timed out for the time it waited (in a worker, its owner checks with
+    # the worker before it answers in its stead).
+    test "an exec queued behind another is not timed out by the time it waited" do
+      s = Session.new(limits: [timeout_ms: 1_500])
+      {:ok, first} = Session.exec_async(s, "sleep 1.4; echo first")
+
+      assert {:ok, %Result{stdout: "second\n"}} = Session.exec(s, "sleep 1.4; echo second")
+      assert_receive {:ex_bashkit, ^first, {:ok, %Result{stdout: "first\n"}}}, 5_000
+    end
+
     test "runs before an exec the same process calls after it" do
       # exec_async/3 returns once its exec is queued on the session, so the
       # session's order is the caller's: a later exec/3 sees its effect.

@@ -31,12 +31,15 @@ defmodule ExBashkit.Worker do
       interpreter applies too. The worker answers at the deadline, with the
       output so far. If it has not answered one second later (its
       interpreter never reached a command boundary, or its runners are all
-      busy), this process asks the worker's reading thread for the exec's
-      output so far and answers with it (with what was streamed, or
-      nothing, if that does not come within 200 ms either: the OS process
-      gets no CPU). If the worker has still not finished the exec
-      `:worker_kill_grace_ms` later (default 2 000), the worker is killed.
-      `ExBashkit.Session.cancel/1` gets the same treatment.
+      busy), this process asks the worker's reading thread whether the exec
+      should have ended (the session's own timeout counts from the exec's
+      start, so one that waited for its turn may not be due yet: it is
+      looked at again when it is) and, if so, for its output so far, and
+      answers with it (with what was streamed, or nothing, if that does not
+      come within 200 ms: the OS process gets no CPU). If the worker has
+      still not finished the exec `:worker_kill_grace_ms` later (default
+      2 000), the worker is killed. `ExBashkit.Session.cancel/1` gets the
+      same treatment.
     * **Crashes.** When the worker dies, every request in flight on it is
       answered `{:error, %ExBashkit.Error{reason: :crashed}}` at once, a new
       worker starts, and every session that lived there is rebuilt from its
@@ -239,13 +242,29 @@ defmodule ExBashkit.Worker do
   end
 
   def handle_info({:ex_bashkit_reply, {:output_so_far, id}, reply}, state) do
-    output =
-      case reply do
-        {stdout, stderr} when is_binary(stdout) and is_binary(stderr) -> {stdout, stderr}
-        _none_or_error -> nil
-      end
+    case reply do
+      {stdout, stderr} when is_binary(stdout) and is_binary(stderr) ->
+        {:noreply, answer_pending(state, id, {stdout, stderr})}
 
-    {:noreply, answer_pending(state, id, output)}
+      # Not overdue after all: it waited for its session's turn, and the
+      # session's own timeout counts from its start. Look again when it
+      # would be (or in a second, while it still waits).
+      {:running, ms} ->
+        later = if(is_integer(ms), do: ms, else: 1_000) + @reply_slack_ms
+        {:noreply, look_again(state, id, :deadline, later)}
+
+      # It has just ended: its own answer is on its way. Answer without it
+      # only if that has not come a second later.
+      _ended ->
+        {:noreply, look_again(state, id, :ended, @reply_slack_ms)}
+    end
+  end
+
+  # Its own answer never came: answer without it. There is no script left
+  # to stop, so no grace period either.
+  def handle_info({:ended, id, why}, state) do
+    state = answer_stopped(state, id, why, nil)
+    {:noreply, %{state | overdue: Map.delete(state.overdue, id)}}
   end
 
   # The reading thread did not answer either (the OS process is frozen or
@@ -346,7 +365,7 @@ defmodule ExBashkit.Worker do
   defp cancel_running(state, sid) do
     for {id, %{sid: ^sid, kind: :exec} = route} <- state.routes do
       cancel_timer(route)
-      why = "execution cancelled by cancel/1"
+      why = "execution cancelled by cancel/1 (the script did not stop by itself)"
       Process.send_after(self(), {:deadline, id, why}, @reply_slack_ms)
     end
 
@@ -374,6 +393,12 @@ defmodule ExBashkit.Worker do
 
     Process.send_after(self(), {:output_so_far_late, id}, @output_wait_ms)
     send_frame(state, {:output_so_far, ask, route.sid, id})
+  end
+
+  defp look_again(state, id, what, after_ms) do
+    {why, answering} = Map.pop(state.answering, id)
+    if why, do: Process.send_after(self(), {what, id, why}, after_ms)
+    %{state | answering: answering}
   end
 
   # The answer to exec `id` that waited for its output so far, unless the

@@ -44,6 +44,9 @@ pub struct Partial {
 
 pub type SharedPartial = Arc<Mutex<Partial>>;
 
+/// A copy of what a running exec has written so far: `(stdout, stderr)`.
+pub type OutputSoFar = (Vec<u8>, Vec<u8>);
+
 impl Partial {
     pub fn shared() -> SharedPartial {
         Arc::new(Mutex::new(Partial::default()))

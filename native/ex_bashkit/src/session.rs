@@ -26,7 +26,7 @@ use crate::interrupt::Interrupt;
 use crate::lifecycle::{Op, OpCallOptions};
 use crate::line::{Place, Turn};
 use crate::options::{self, SessionConfig};
-use crate::outcome::{ExecOutcome, Metrics, Partial, SharedPartial};
+use crate::outcome::{ExecOutcome, Metrics, OutputSoFar, Partial, SharedPartial};
 use crate::reply::{self, Caller, Payload, ReplyTo, SharedCaller};
 use crate::runner;
 use crate::script_shape::{self, OwnCommands, ScriptShape};
@@ -333,10 +333,22 @@ impl Session {
         }
     }
 
-    /// What exec `id` has written so far (`ExecTicket::output_so_far`).
-    pub fn output_so_far(&self, id: u64) -> Option<(Vec<u8>, Vec<u8>)> {
+    /// What exec `id` has written so far, if it should have ended by now
+    /// (`ExecTicket::overdue`, against this session's own timeout, which
+    /// bashkit counts from the exec's start); if not, how long until it
+    /// should have (`None` while it waits for its turn). `None`: no such
+    /// exec (it has ended).
+    pub fn output_if_overdue(&self, id: u64) -> Option<Result<OutputSoFar, Option<Duration>>> {
         let ticket = self.tickets.lock().get(&id).and_then(Weak::upgrade)?;
-        ticket.output_so_far()
+        let limit = match self.config.limits.timeout_ms {
+            Some(ms) => Duration::from_millis(ms),
+            None => bashkit::ExecutionLimits::default().timeout,
+        };
+        Some(
+            ticket
+                .overdue(limit)
+                .map(|()| ticket.output_so_far().unwrap_or_default()),
+        )
     }
 
     /// Stop exec `id`, running or still queued. Returns whether it existed.

@@ -10,13 +10,13 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use tokio::sync::Notify;
 
 use crate::interrupt::Interrupt;
-use crate::outcome::{Partial, SharedPartial};
+use crate::outcome::{OutputSoFar, Partial, SharedPartial};
 
 /// The cancellation state of one exec, shared by the exec, `cancel/1` and
 /// the watchdog. It exists from submission on, so an exec can be cancelled
@@ -36,6 +36,8 @@ pub struct ExecTicket {
     /// owner must answer a stopped exec that has not ended
     /// ([`output_so_far`](Self::output_so_far)).
     output: OnceLock<Weak<Mutex<Partial>>>,
+    /// When the exec got its turn and started running.
+    started: OnceLock<Instant>,
 }
 
 impl ExecTicket {
@@ -46,6 +48,7 @@ impl ExecTicket {
             timed_out: AtomicBool::new(false),
             stop: Notify::new(),
             output: OnceLock::new(),
+            started: OnceLock::new(),
         })
     }
 
@@ -56,15 +59,33 @@ impl ExecTicket {
 
     /// A copy of what the exec has written so far, `(stdout, stderr)`, or
     /// `None` if it has not started writing or has ended.
-    pub fn output_so_far(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+    pub fn output_so_far(&self) -> Option<OutputSoFar> {
         let partial = self.output.get()?.upgrade()?;
         let partial = partial.lock();
         Some(partial.copy())
     }
 
+    /// Whether the exec should have ended by now: it was timed out or
+    /// cancelled, or it has run for `limit` (its session's own timeout,
+    /// which bashkit applies from the exec's start). If not, how long until
+    /// it should have (`None` while it still waits for its turn).
+    pub fn overdue(&self, limit: Duration) -> Result<(), Option<Duration>> {
+        if self.is_stopped() {
+            return Ok(());
+        }
+        match self.started.get() {
+            Some(started) => match limit.checked_sub(started.elapsed()) {
+                Some(left) if !left.is_zero() => Err(Some(left)),
+                _ => Ok(()),
+            },
+            None => Err(None),
+        }
+    }
+
     /// The exec starts running with `token` and `interrupt` (both re-armed
     /// by the caller); a cancel or timeout that came first takes effect now.
     pub fn start(&self, token: Arc<AtomicBool>, interrupt: Arc<Interrupt>) {
+        let _ = self.started.set(Instant::now());
         let mut slot = self.running.lock();
         if self.was_cancelled() || self.timed_out() {
             token.store(true, Ordering::SeqCst);
@@ -298,6 +319,24 @@ mod tests {
         assert_eq!(partial.lock().take(), (b"out".to_vec(), b"err".to_vec()));
         drop(partial);
         assert_eq!(ticket.output_so_far(), None, "the exec has ended");
+    }
+
+    #[test]
+    fn overdue_counts_the_session_limit_from_the_start() {
+        let limit = Duration::from_millis(50);
+        let ticket = ExecTicket::new();
+        assert_eq!(
+            ticket.overdue(limit),
+            Err(None),
+            "still waiting for its turn"
+        );
+        ticket.start(Arc::new(AtomicBool::new(false)), Interrupt::new());
+        assert!(matches!(ticket.overdue(limit), Err(Some(left)) if left <= limit));
+        std::thread::sleep(limit);
+        assert_eq!(ticket.overdue(limit), Ok(()), "ran for its limit");
+        let stopped = ExecTicket::new();
+        stopped.cancel();
+        assert_eq!(stopped.overdue(limit), Ok(()), "cancelled before it ran");
     }
 
     #[test]

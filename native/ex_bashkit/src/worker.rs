@@ -28,10 +28,13 @@
 //! {:output_so_far, id, sid | nil, exec_id}
 //! ```
 //!
-//! `output_so_far` answers `{stdout, stderr}` (what exec `exec_id` of
-//! session `sid`, or one-shot exec `exec_id`, has written so far) or `nil`,
-//! from the reading thread: `ExBashkit.Worker` asks for it when an exec
-//! stopped by its deadline or a cancel has still not answered by itself.
+//! `output_so_far` answers, from the reading thread: `{stdout, stderr}`,
+//! what exec `exec_id` of session `sid` (or one-shot exec `exec_id`) has
+//! written so far, if it should have ended by now (stopped by its deadline
+//! or a cancel, or past its session's own timeout, counted from its
+//! start); `{:running, ms | nil}` if it should not have yet (in `ms`, or
+//! it still waits for its turn); `nil` if it has ended. `ExBashkit.Worker`
+//! asks when an exec has not answered by its deadline.
 //!
 //! `load_image` and `drop_image` have no answer: a `load_image` is handled
 //! on the reading thread before the frames after it, so a `new` that names
@@ -302,18 +305,26 @@ fn dispatch(
                 .lock()
                 .get(&sid)
                 .cloned()
-                .and_then(|session| session.output_so_far(exec_id)),
+                .and_then(|session| session.output_if_overdue(exec_id)),
+            // A one-shot never waits for a turn: its deadline counts from
+            // its start, as the owner's does.
             Err(_) => ONE_SHOTS
                 .lock()
                 .get(&exec_id)
                 .and_then(std::sync::Weak::upgrade)
-                .and_then(|ticket| ticket.output_so_far()),
+                .map(|ticket| Ok(ticket.output_so_far().unwrap_or_default())),
         };
-        let output = match output {
-            Some((stdout, stderr)) => Value::tuple([Value::Binary(stdout), Value::Binary(stderr)]),
+        let answer_value = match output {
+            Some(Ok((stdout, stderr))) => {
+                Value::tuple([Value::Binary(stdout), Value::Binary(stderr)])
+            }
+            Some(Err(left)) => Value::tuple([
+                Value::atom("running"),
+                left.map_or_else(Value::nil, |left| Value::from(left.as_millis() as u64 + 1)),
+            ]),
             None => Value::nil(),
         };
-        answer(id, frames, output);
+        answer(id, frames, answer_value);
         return Ok(());
     }
     if tag == "running_scripts" {

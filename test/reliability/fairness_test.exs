@@ -41,6 +41,28 @@ defmodule ExBashkit.Reliability.FairnessTest do
   # The session monitors each exec's caller and cancels the exec when the
   # caller dies, instead of running it on to its end or timeout.
   @tag timeout: 60_000
+  # A command that never yields inside (jq's `reduce` here) used to hold
+  # the thread it ran on: in the node, the dirty scheduler its exec started
+  # on. With one such script per dirty scheduler, every exec that is not
+  # quick waited for them (measured: a 3-iteration loop waited 7.7 s). A
+  # script naming such a command now runs on a thread of its own
+  # (`runner::drive_on_own_thread`).
+  @tag timeout: 120_000
+  test "scripts in long commands that never yield do not hold up other sessions" do
+    long = "jq -n 'reduce range(30000000) as $x (0; .)'"
+
+    sessions = for _ <- 1..System.schedulers_online(), do: Session.new()
+    refs = for s <- sessions, do: elem(Session.exec_async(s, long), 1)
+    Health.wait_until(fn -> Enum.all?(sessions, &Health.running?/1) end, 5_000, "the jq runs")
+
+    assert {:ok, %Result{stdout: "1\n2\n3\n"}} =
+             Session.exec(Session.new(), "for i in 1 2 3; do echo $i; done")
+
+    # Ordered, not timed: the loop was answered while every jq still ran.
+    for ref <- refs, do: refute_received({:ex_bashkit, ^ref, _})
+    for ref <- refs, do: assert_receive({:ex_bashkit, ^ref, {:ok, %Result{}}}, 60_000)
+  end
+
   test "a script whose caller is killed stops" do
     s = Session.new(limits: @uncapped ++ [timeout_ms: 20_000])
     caller = spawn(fn -> Session.exec(s, "while true; do :; done") end)

@@ -362,6 +362,31 @@ pub fn drive<T: Send + 'static>(
     None
 }
 
+/// Drive `work` on a thread of its own, never inline nor on the runner
+/// pool: a script that names a command which may run for long without
+/// yielding (`script_shape::names_long_command`) would hold the thread it
+/// starts on, a dirty scheduler or a runner, while other scripts wait for
+/// one. On its own thread (the runtime's blocking pool: big stacks, the
+/// runners' priority) the OS shares the CPU between such scripts instead.
+/// `before_park` runs on this thread first, and `finish` gets the output
+/// and `reply`, as with [`drive`].
+pub fn drive_on_own_thread<T: Send + 'static>(
+    work: BoxFuture<T>,
+    reply: ReplyTo,
+    before_park: impl FnOnce(),
+    finish: impl FnOnce(T, ReplyTo) + Send + 'static,
+) {
+    crate::runtime::note_script_start();
+    reply.keep();
+    before_park();
+    let running = crate::runtime::ScriptCount::start();
+    crate::runtime::spawn_blocking(move || {
+        let _running = running;
+        let output = crate::runtime::block_on(work);
+        finish(output, reply);
+    });
+}
+
 /// How an inline poll ended.
 enum Polled<T> {
     Done(T),

@@ -297,6 +297,24 @@ impl OwnCommands {
     }
 }
 
+/// bashkit commands that may run for long inside one command, where the
+/// interpreter cannot yield: they loop over their input or their program
+/// (jq's `reduce`, an awk or python loop, a sed over a large file, a sort
+/// of it). Whatever thread runs one is held until it ends.
+const LONG_COMMANDS: &[&str] = &[
+    "awk", "gawk", "jq", "python", "python3", "sed", "sort", "sqlite", "sqlite3", "uniq", "xxd",
+    "yq",
+];
+
+/// Whether `script` names one of [`LONG_COMMANDS`] as a word anywhere (in
+/// quotes or a string too: a false alarm only costs it a thread of its
+/// own). Read from the text, so it holds for scripts of any length.
+pub fn names_long_command(script: &str) -> bool {
+    script
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'))
+        .any(|word| LONG_COMMANDS.contains(&word))
+}
+
 /// The shape of `script` on a session whose own commands are `own`:
 /// remembered, or read from its syntax tree.
 pub fn of(script: &str, own: &OwnCommands) -> ScriptShape {
@@ -668,6 +686,27 @@ mod tests {
             OwnCommands::new(&["b".into(), "a".into()]).key,
             OwnCommands::new(&["a".into(), "b".into(), "a".into()]).key
         );
+    }
+
+    #[test]
+    fn long_commands_are_found_as_words_anywhere() {
+        for script in [
+            "jq -n .",
+            "cat f | sort",
+            "x=$(sed s/a/b/ f)",
+            "python3 -c 1",
+            "f() { awk '{print}'; }",
+        ] {
+            assert!(names_long_command(script), "{script}");
+        }
+        for script in [
+            "echo hi",
+            "echo used based",
+            "cat sorted.txt",
+            "ls -la /tmp",
+        ] {
+            assert!(!names_long_command(script), "{script}");
+        }
     }
 
     #[test]

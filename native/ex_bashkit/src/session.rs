@@ -570,6 +570,9 @@ pub fn exec(
     let inline = !call.stream
         && (!runtime::in_worker()
             || session.quick_call_fits(&script, &call) && session.alone_in_flight(exec_id));
+    // A command that may run for long without yielding gets a thread of
+    // its own (`runner::drive_on_own_thread`).
+    let own_thread = script_shape::names_long_command(&script);
     let work = Box::pin(async move {
         let outcome = guard::catch_future(async {
             // A deadline or cancel that comes while the exec still waits for
@@ -634,9 +637,12 @@ pub fn exec(
         }
         outcome.unwrap_or_else(ExecOutcome::panicked)
     });
-    crate::runner::drive(work, inline, reply, before_park, |outcome, reply| {
-        reply.finish(&outcome)
-    })
+    let finish = |outcome: ExecOutcome, reply: ReplyTo| reply.finish(&outcome);
+    if own_thread {
+        crate::runner::drive_on_own_thread(work, reply, before_park, finish);
+        return None;
+    }
+    crate::runner::drive(work, inline, reply, before_park, finish)
 }
 
 /// Run `script` in a fresh default interpreter (`ExBashkit.exec/1`):
@@ -655,6 +661,8 @@ pub fn exec_once_job(
     before_park: impl FnOnce(),
 ) -> Option<ExecOutcome> {
     let inline = !runtime::in_worker() || prebuilt.is_some();
+    // As in `exec`: a command that may run for long gets a thread of its own.
+    let own_thread = script_shape::names_long_command(&script);
     let work = Box::pin(async move {
         let mut used = None;
         let outcome = guard::catch_future(async {
@@ -696,16 +704,15 @@ pub fn exec_once_job(
         // down takes a few µs that the caller need not wait for.
         (outcome.unwrap_or_else(ExecOutcome::panicked), used)
     });
-    let done = crate::runner::drive(
-        work,
-        inline,
-        reply,
-        before_park,
-        |(outcome, used), reply| {
-            reply.finish(&outcome);
-            drop(used);
-        },
-    );
+    let finish = |(outcome, used): (ExecOutcome, Option<Bash>), reply: ReplyTo| {
+        reply.finish(&outcome);
+        drop(used);
+    };
+    if own_thread {
+        crate::runner::drive_on_own_thread(work, reply, before_park, finish);
+        return None;
+    }
+    let done = crate::runner::drive(work, inline, reply, before_park, finish);
     done.map(|(outcome, used)| {
         // Dropped off the caller's path.
         if let Some(bash) = used {

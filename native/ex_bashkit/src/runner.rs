@@ -47,6 +47,15 @@
 //! runner threads share the CPU fairly between any number of long scripts.
 //! The task answers through its `ReplyTo` as before.
 //!
+//! # Scripts with a long command
+//! A command that runs long without yielding (jq's `reduce`, an awk loop,
+//! a sort of a large input) holds whatever thread polls it, for its whole
+//! run: bashkit yields only between commands. A script that names one
+//! (`script_shape::names_long_command`) therefore skips the inline slice
+//! and the runners and gets a thread of its own from the runtime's
+//! blocking pool ([`drive_on_own_thread`]), where the OS shares the CPU
+//! between such scripts and no pool that others wait for is held.
+//!
 //! Moving a pending future to another thread is ordinary async Rust: its
 //! state lives in its box, not on the stack it was polled on, and whoever
 //! polls it next does so with its own waker.

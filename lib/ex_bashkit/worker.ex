@@ -428,10 +428,10 @@ defmodule ExBashkit.Worker do
     end
   end
 
-  defp stopped_error(why, nil), do: why
-
-  defp stopped_error(why, {stdout, stderr}),
-    do: %{ExBashkit.Error.from_message(why) | stdout: stdout, stderr: stderr}
+  defp stopped_error(why, output) do
+    {stdout, stderr} = output || {"", ""}
+    %{ExBashkit.Error.from_message(why) | stdout: stdout, stderr: stderr}
+  end
 
   # The frame that stops request `id` in the worker, for those that can be
   # stopped (nil for the others).

@@ -73,7 +73,7 @@ impl Partial {
     }
 
     /// A copy of everything written so far, `(stdout, stderr)`.
-    pub fn copy(&self) -> (Vec<u8>, Vec<u8>) {
+    pub fn copy(&self) -> OutputSoFar {
         (self.stdout.clone(), self.stderr.clone())
     }
 

@@ -553,7 +553,10 @@ pub fn exec(
     let caller = reply.caller();
     let ticket = ExecTicket::new();
     let partial = Partial::shared();
-    ticket.attach_output(&partial);
+    // Only a worker's owner ever asks for it (`ExecTicket::output_so_far`).
+    if runtime::in_worker() {
+        ticket.attach_output(&partial);
+    }
     let place = session.register_call(exec_id, &ticket);
     // A per-call timeout counts from the call, queueing behind other execs
     // of this session included.
@@ -675,7 +678,9 @@ pub fn exec_once_job(
                     let bash = used.insert(built.bash);
                     ticket.start(bash.cancellation_token(), built.interrupt);
                     let partial = Partial::shared();
-                    ticket.attach_output(&partial);
+                    if runtime::in_worker() {
+                        ticket.attach_output(&partial);
+                    }
                     // A fresh default interpreter holds no code of its own.
                     let shape = script_shape::of(&script, &OwnCommands::NONE);
                     let metering = Metering::start(bash);

@@ -80,8 +80,9 @@ defmodule ExBashkit do
 
   # A one-shot exec on an interpreter of its own, built for `config` (a
   # session configuration's native map): in advance when the configuration
-  # is asked for often (`native/ex_bashkit/src/warm.rs`). In a worker, the
-  # worker's owner answers it by the interpreter's deadline at the latest.
+  # is asked for often (`native/ex_bashkit/src/warm.rs`). It is answered
+  # by the interpreter's deadline at the latest (plus a slack): by the
+  # worker's owner, or in the node by this process (`Backend.give_up/4`).
   defp once(script, config) do
     submitted =
       with :ok <- Session.Exec.check_script(script),
@@ -89,7 +90,7 @@ defmodule ExBashkit do
              Backend.exec_once(config, script, Session.Options.default_isolation(), meta(config))
 
     case submitted do
-      {:ok, ref} -> Callbacks.await(ref, Callbacks.no_callbacks())
+      {:ok, ref, give_up} -> Callbacks.await(ref, %{Callbacks.no_callbacks() | give_up: give_up})
       {:done, outcome} -> Callbacks.result(outcome)
       {:error, _} = error -> ExBashkit.Error.wrap(error)
     end

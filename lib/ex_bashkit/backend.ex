@@ -119,14 +119,21 @@ defmodule ExBashkit.Backend do
   # given (`ExBashkit.exec/2`; the core has no defaults of its own).
   # Answers like `exec/5`.
   @spec exec_once(map(), String.t(), :in_node | :process, map()) ::
-          {:ok, reference()} | {:done, Callbacks.outcome()} | {:error, String.t()}
-  def exec_once(config, script, :in_node, _meta) do
+          {:ok, reference(), Callbacks.give_up()}
+          | {:done, Callbacks.outcome()}
+          | {:error, String.t()}
+  def exec_once(config, script, :in_node, meta) do
     ref = make_ref()
 
     case Native.exec_once(config, script, self(), ref) do
-      {:ok, {:done, outcome}} -> {:done, outcome}
-      {:ok, :ok} -> {:ok, ref}
-      {:error, message} -> {:error, message}
+      {:ok, {:done, outcome}} ->
+        {:done, outcome}
+
+      {:ok, {:ok, handle}} ->
+        {:ok, ref, give_up(meta, fn -> Native.exec_once_give_up(handle) end)}
+
+      {:error, message} ->
+        {:error, message}
     end
   end
 
@@ -135,9 +142,28 @@ defmodule ExBashkit.Backend do
          {:ok, worker} <- whereis(name) do
       ref = Process.monitor(worker)
       Worker.request(worker, ref, {:exec_once, config, script}, meta)
-      {:ok, ref}
+      {:ok, ref, nil}
     end
   end
+
+  @doc false
+  # How the caller of exec `id` gives up on it (`Callbacks.await/4`): in
+  # the node, nobody else answers an exec whose command does not check its
+  # token past its deadline, so its caller does, as a worker's owner does
+  # (`ExBashkit.Worker`), the same slack later. nil in a worker, whose
+  # owner answers, and for a deadline no timer can hold (about 49 days).
+  @spec give_up(reference(), location(), pos_integer(), map()) :: Callbacks.give_up()
+  def give_up(resource, :in_node, id, meta),
+    do: give_up(meta, fn -> Native.session_give_up_exec(resource, id) end)
+
+  def give_up(_resource, {:process, _name, _sid}, _id, _meta), do: nil
+
+  defp give_up(%{timeout_ms: ms}, ask) when is_integer(ms) and ms < 0xFFFF_0000 do
+    slack = Worker.reply_slack_ms()
+    %{at: System.monotonic_time(:millisecond) + ms + slack, timeout_ms: ms, ask: ask}
+  end
+
+  defp give_up(_meta, _ask), do: nil
 
   @doc false
   @spec cancel_exec(reference(), location(), pos_integer()) :: :ok

@@ -58,7 +58,7 @@ defmodule ExBashkit.Callbacks do
   # the lock its own caller holds, so `ExBashkit.Session.exec/3` refuses it at
   # once with `{:error, _}`.
 
-  alias ExBashkit.{Backend, Error, Result}
+  alias ExBashkit.{Backend, Error, Result, Worker}
   alias ExBashkit.Callbacks.Answer
   alias ExBashkit.Session.Defaults
   alias ExBashkit.VirtualFs.Dispatch
@@ -76,15 +76,25 @@ defmodule ExBashkit.Callbacks do
   # The most of a raised exception's message a failed command reports.
   @max_error_bytes 4_096
 
-  @typedoc "What a waiting exec needs to serve back-calls."
+  @typedoc "What a waiting exec needs to serve back-calls (and to give up)."
   @type context :: %{
           resource: reference() | nil,
           location: Backend.location(),
           builtins: map(),
           virtual_fs: map(),
           timeout: pos_integer(),
-          max_reply_bytes: pos_integer()
+          max_reply_bytes: pos_integer(),
+          give_up: give_up()
         }
+
+  @typedoc """
+  In the node, when the caller looks whether its exec is overdue (`at`,
+  monotonic ms: its deadline and a slack) and how (`ask`, answering
+  `{stdout, stderr}` once it has given up on it, `{:running, ms | nil}`
+  if not due yet, `nil` if it has ended). See `ExBashkit.Backend.give_up/4`.
+  """
+  @type give_up ::
+          %{at: integer(), timeout_ms: pos_integer(), ask: (() -> term())} | nil
 
   @doc false
   @spec no_callbacks() :: context()
@@ -95,7 +105,8 @@ defmodule ExBashkit.Callbacks do
       builtins: %{},
       virtual_fs: %{},
       timeout: Defaults.get(:builtin_timeout_ms),
-      max_reply_bytes: Defaults.get(:max_reply_bytes)
+      max_reply_bytes: Defaults.get(:max_reply_bytes),
+      give_up: nil
     }
   end
 
@@ -142,6 +153,14 @@ defmodule ExBashkit.Callbacks do
   # caller already saw is all that is left of it. (What is kept is bounded
   # by the session's output caps, as the result's own output is; in the
   # node every answer comes from the interpreter, so nothing is kept.)
+  #
+  # In the node, past the exec's deadline (and a slack) with no answer, a
+  # command that does not check its token still runs (jq's `reduce`, a
+  # large `sort`): nobody else would answer, so this process asks to give
+  # up on it (`context.give_up`). Once given up, nothing more of that exec
+  # is sent here; the caller gets the error with its output so far (or its
+  # own answer, if that came just before), and the script stops when its
+  # command does.
   @spec await(reference(), context(), (binary(), binary() -> any()), tuple() | nil) ::
           {:ok, Result.t()} | {:error, Error.t()}
   def await(ref, context, on_output \\ fn _, _ -> :ok end, returned \\ nil) do
@@ -158,6 +177,50 @@ defmodule ExBashkit.Callbacks do
 
       {:done, outcome} ->
         with_streamed(outcome, streamed)
+
+      :give_up ->
+        %{ask: ask, timeout_ms: ms} = give_up = context.give_up
+
+        case ask.() do
+          {stdout, stderr} when is_binary(stdout) and is_binary(stderr) ->
+            stop_handlers(handlers)
+
+            why =
+              "execution timed out after #{ms} ms (timeout_ms; the script did not stop by itself)"
+
+            given_up(ref, on_output, %{Error.from_message(why) | stdout: stdout, stderr: stderr})
+
+          # Not due yet: it waited for its session's turn, and the
+          # session's own timeout counts from its start. Look again when it
+          # is (or in a second, while it still waits).
+          {:running, left} ->
+            at = System.monotonic_time(:millisecond) + (left || 1_000) + Worker.reply_slack_ms()
+            context = %{context | give_up: %{give_up | at: at}}
+            await_loop(ref, context, on_output, event(ref, context, handlers), streamed)
+
+          # It has just ended: its answer is on its way.
+          nil ->
+            context = %{context | give_up: nil}
+            await_loop(ref, context, on_output, event(ref, context, handlers), streamed)
+        end
+    end
+  end
+
+  # The exec was given up: what it sent before is all that comes. Its own
+  # answer, if it came in between, wins over `error`.
+  defp given_up(ref, on_output, error) do
+    receive do
+      {:ex_bashkit_output, ^ref, {stdout, stderr}} ->
+        on_output.(stdout, stderr)
+        given_up(ref, on_output, error)
+
+      {:ex_bashkit_callback, ^ref, _request} ->
+        given_up(ref, on_output, error)
+
+      {:ex_bashkit_reply, ^ref, reply} ->
+        result(reply)
+    after
+      0 -> {:error, error}
     end
   end
 
@@ -207,6 +270,7 @@ defmodule ExBashkit.Callbacks do
   defp step({:reply, reply}), do: {:done, result(reply)}
   defp step({:down, reason}), do: {:done, Error.wrap({:error, worker_down(reason)})}
   defp step({:output, _stdout, _stderr} = output), do: output
+  defp step(:give_up), do: :give_up
 
   # Serve back-calls of request `ref` until its answer, its worker's death
   # or an output chunk arrives: `{event, handlers}`, `handlers` being the
@@ -245,18 +309,27 @@ defmodule ExBashkit.Callbacks do
         {answered, handlers} = fail(handlers, pid, :reentrant)
         returned(ref, context, handlers, answered)
     after
-      wait_ms(handlers) ->
+      wait_ms(handlers, context.give_up) ->
         now = System.monotonic_time(:millisecond)
         expired = for {pid, %{deadline: deadline}} <- handlers, deadline <= now, do: pid
 
-        {kept, handlers} =
-          Enum.reduce(expired, {nil, handlers}, fn pid, {kept, handlers} ->
-            {answered, handlers} = fail(handlers, pid, {:timeout, context.timeout})
-            {kept_message(answered, kept), handlers}
-          end)
-
-        returned(ref, context, handlers, kept)
+        if due?(context.give_up, now),
+          do: {:give_up, handlers},
+          else: expire(ref, context, handlers, expired)
     end
+  end
+
+  defp due?(%{at: at}, now), do: at <= now
+  defp due?(nil, _now), do: false
+
+  defp expire(ref, context, handlers, expired) do
+    {kept, handlers} =
+      Enum.reduce(expired, {nil, handlers}, fn pid, {kept, handlers} ->
+        {answered, handlers} = fail(handlers, pid, {:timeout, context.timeout})
+        {kept_message(answered, kept), handlers}
+      end)
+
+    returned(ref, context, handlers, kept)
   end
 
   # What a NIF call returned: in the node, a quick script's next message
@@ -330,11 +403,13 @@ defmodule ExBashkit.Callbacks do
     {reply.(on_failure.(failure)), handlers}
   end
 
-  # How long the caller may wait before the nearest handler deadline.
-  defp wait_ms(handlers) when handlers == %{}, do: :infinity
+  # How long the caller may wait before the nearest handler deadline, or
+  # the time to look whether to give up.
+  defp wait_ms(handlers, nil) when handlers == %{}, do: :infinity
 
-  defp wait_ms(handlers) do
-    nearest = Enum.reduce(handlers, nil, fn {_, %{deadline: d}}, acc -> min(d, acc || d) end)
+  defp wait_ms(handlers, give_up) do
+    first = if give_up, do: give_up.at
+    nearest = Enum.reduce(handlers, first, fn {_, %{deadline: d}}, acc -> min(d, acc || d) end)
     max(nearest - System.monotonic_time(:millisecond), 0)
   end
 

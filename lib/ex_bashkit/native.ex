@@ -41,6 +41,8 @@ defmodule ExBashkit.Native do
   def callback_reply(_call_id, _answer), do: :erlang.nif_error(:nif_not_loaded)
   def session_cancel(_session), do: :erlang.nif_error(:nif_not_loaded)
   def session_cancel_exec(_session, _id), do: :erlang.nif_error(:nif_not_loaded)
+  def session_give_up_exec(_session, _id), do: :erlang.nif_error(:nif_not_loaded)
+  def exec_once_give_up(_handle), do: :erlang.nif_error(:nif_not_loaded)
   def session_state(_session, _call, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def session_reset(_session, _call, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
 

@@ -164,14 +164,7 @@ defmodule ExBashkit.Search do
       {:error, "re-entrant call: this session is running the script that made it"}
     else
       with {:ok, ref} <- Backend.submit(resource, location, op, [request]) do
-        Callbacks.await_reply(ref, %{
-          resource: resource,
-          location: location,
-          builtins: session.builtins,
-          virtual_fs: session.virtual_fs,
-          timeout: session.callback_timeout_ms,
-          max_reply_bytes: session.max_reply_bytes
-        })
+        Callbacks.await_reply(ref, ExBashkit.Session.Exec.callback_context(session))
       end
     end
   end

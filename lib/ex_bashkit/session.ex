@@ -455,11 +455,12 @@ defmodule ExBashkit.Session do
       tighter one wins. Past it: `{:error, %ExBashkit.Error{reason: :timeout}}`
       (`limit: nil` for this option, `limit: :timeout_ms` for the session's),
       with the output written until then. `:infinity` means no per-call
-      limit. In a worker (`isolation: :process`), a script that has not
-      stopped a second past its deadline (a command that never reaches a
-      command boundary, or a worker too busy to run it) is answered then,
-      with the output the worker can still report; its worker is killed if
-      it still runs after a grace period.
+      limit. A script that has not stopped a second past its deadline (a
+      command that never reaches a command boundary, or a worker too busy
+      to run it) is answered then, with the output written so far. In a
+      worker (`isolation: :process`) its worker is killed if it still runs
+      after a grace period; in the node the command runs on until it ends,
+      and the session's next exec waits for it.
     * `:stream_to` - `pid` or `{pid, tag}`: send output to `pid` while the
       script runs, as `{tag, {:stdout, chunk}}` and `{tag, {:stderr, chunk}}`
       messages (default tag `:ex_bashkit_output`), in the order it was

@@ -67,6 +67,12 @@ defmodule ExBashkit.Worker do
   # bench/analysis.md): at most 37-88 ms late with 32 per worker, 250 ms
   # with 64, 0.8-1.4 s with 255 (a worker's most).
   @reply_slack_ms 1_000
+
+  @doc false
+  # The same slack for a caller in the node, which answers itself
+  # (`ExBashkit.Backend.give_up/4`).
+  @spec reply_slack_ms() :: pos_integer()
+  def reply_slack_ms, do: @reply_slack_ms
   # How long the worker's reading thread may take to send an exec's output
   # so far, once asked (it reads every frame, and runs at most a quick
   # script between two).

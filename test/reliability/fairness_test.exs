@@ -38,9 +38,6 @@ defmodule ExBashkit.Reliability.FairnessTest do
     assert elapsed < 2_000, "an unrelated `echo hi` waited #{elapsed} ms for busy scripts"
   end
 
-  # The session monitors each exec's caller and cancels the exec when the
-  # caller dies, instead of running it on to its end or timeout.
-  @tag timeout: 60_000
   # A command that never yields inside (jq's `reduce` here) used to hold
   # the thread it ran on: in the node, the dirty scheduler its exec started
   # on. With one such script per dirty scheduler, every exec that is not
@@ -63,6 +60,9 @@ defmodule ExBashkit.Reliability.FairnessTest do
     for ref <- refs, do: assert_receive({:ex_bashkit, ^ref, {:ok, %Result{}}}, 60_000)
   end
 
+  # The session monitors each exec's caller and cancels the exec when the
+  # caller dies, instead of running it on to its end or timeout.
+  @tag timeout: 60_000
   test "a script whose caller is killed stops" do
     s = Session.new(limits: @uncapped ++ [timeout_ms: 20_000])
     caller = spawn(fn -> Session.exec(s, "while true; do :; done") end)

@@ -34,11 +34,11 @@ defmodule ExBashkit.Session.Exec do
     case submit(session, script, call) do
       {:ok, ref, id} ->
         on_submit.(id)
-        Callbacks.await(ref, callback_context(session), on_output)
+        Callbacks.await(ref, awaiting(session, call, id), on_output)
 
       {:ok, ref, id, message} ->
         on_submit.(id)
-        Callbacks.await(ref, callback_context(session), on_output, message)
+        Callbacks.await(ref, awaiting(session, call, id), on_output, message)
 
       {:done, id, outcome} ->
         on_submit.(id)
@@ -59,15 +59,16 @@ defmodule ExBashkit.Session.Exec do
       do: raise(ArgumentError, "stream/3 does not take :stream_to")
 
     {call, nil} = exec_options!(opts)
-    context = callback_context(session)
+    call = %{call | stream: true}
     # The exec is waited on (and its back-calls served) by a pump process,
     # so that a slow consumer cannot stall the script's builtins.
     cancel = &Backend.cancel_exec(session.resource, session.location, &1)
-    start = fn -> session |> submit(script, %{call | stream: true}) |> to_mailbox() end
+    start = fn -> session |> submit(script, call) |> to_mailbox() end
+    context_for = &awaiting(session, call, &1)
 
     Stream.resource(
       fn ->
-        case StreamPump.start(start, context, cancel) do
+        case StreamPump.start(start, context_for, cancel) do
           {:ok, pump} -> {:running, pump}
           {:error, _} = error -> {:failed, elem(Error.wrap(error), 1)}
         end
@@ -107,9 +108,18 @@ defmodule ExBashkit.Session.Exec do
   defp submit(%Session{resource: resource} = session, script, call) do
     with :ok <- check_script(script),
          :ok <- check_not_reentrant(resource) do
-      meta = %{timeout_ms: deadline_ms(call.timeout_ms, session.timeout_ms)}
-      Backend.exec(resource, session.location, script, call, meta)
+      Backend.exec(resource, session.location, script, call, meta(session, call))
     end
+  end
+
+  defp meta(session, call),
+    do: %{timeout_ms: deadline_ms(call.timeout_ms, session.timeout_ms)}
+
+  # What exec `id`'s caller waits with: the session's back-call context,
+  # and in the node how it gives up on a command that ignores its deadline.
+  defp awaiting(session, call, id) do
+    give_up = Backend.give_up(session.resource, session.location, id, meta(session, call))
+    %{callback_context(session) | give_up: give_up}
   end
 
   # An exec that completed within its call, as if its answer had come by
@@ -128,7 +138,8 @@ defmodule ExBashkit.Session.Exec do
   defp to_mailbox(submitted), do: submitted
 
   @doc false
-  # When the exec must be answered (for the worker's watchdog): the tighter
+  # When the exec must be answered (by a worker's owner, or in the node by
+  # its caller: `Backend.give_up/4`): the tighter
   # of the call's and the session's timeouts. A session without one has
   # bashkit's default, which its interpreter applies too: without it here,
   # a command that never reaches a command boundary would never be answered.
@@ -146,14 +157,18 @@ defmodule ExBashkit.Session.Exec do
     end
   end
 
-  defp callback_context(session) do
+  @doc false
+  # What a request of `session` waits with to serve its back-calls.
+  @spec callback_context(Session.t()) :: Callbacks.context()
+  def callback_context(session) do
     %{
       resource: session.resource,
       location: session.location,
       builtins: session.builtins,
       virtual_fs: session.virtual_fs,
       timeout: session.callback_timeout_ms,
-      max_reply_bytes: session.max_reply_bytes
+      max_reply_bytes: session.max_reply_bytes,
+      give_up: nil
     }
   end
 

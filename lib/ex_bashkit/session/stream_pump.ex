@@ -23,21 +23,21 @@ defmodule ExBashkit.Session.StreamPump do
 
   @doc false
   # Start a pump that runs `submit` (returning `{:ok, ref, id}` or
-  # `{:error, reason}`) and awaits it with `context`; `cancel.(id)` stops the
-  # exec. Returns once the exec is submitted.
+  # `{:error, reason}`) and awaits it with `context_for.(id)`; `cancel.(id)`
+  # stops the exec. Returns once the exec is submitted.
   @spec start(
           (() -> {:ok, reference(), pos_integer()} | {:error, term()}),
-          map(),
+          (pos_integer() -> Callbacks.context()),
           (pos_integer() ->
              any())
         ) ::
           {:ok, t()} | {:error, term()}
-  def start(submit, context, cancel) do
+  def start(submit, context_for, cancel) do
     owner = self()
     tag = make_ref()
     chain = Callbacks.waiting_chain()
 
-    {pid, mref} = spawn_monitor(fn -> pump(owner, tag, chain, submit, context, cancel) end)
+    {pid, mref} = spawn_monitor(fn -> pump(owner, tag, chain, submit, context_for, cancel) end)
 
     receive do
       {^tag, :started, id} ->
@@ -85,7 +85,7 @@ defmodule ExBashkit.Session.StreamPump do
     end
   end
 
-  defp pump(owner, tag, chain, submit, context, cancel) do
+  defp pump(owner, tag, chain, submit, context_for, cancel) do
     Callbacks.put_waiting_chain(chain)
 
     case submit.() do
@@ -93,7 +93,7 @@ defmodule ExBashkit.Session.StreamPump do
         send(owner, {tag, :started, id})
         watch(owner, self(), fn -> cancel.(id) end)
         forward = fn stdout, stderr -> send(owner, {tag, :output, stdout, stderr}) end
-        send(owner, {tag, :done, Callbacks.await(ref, context, forward)})
+        send(owner, {tag, :done, Callbacks.await(ref, context_for.(id), forward)})
 
       {:error, _} = error ->
         send(owner, {tag, :done, error})

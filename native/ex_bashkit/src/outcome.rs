@@ -7,6 +7,7 @@
 //! (`Partial`): an agent told "timed out" also needs what ran.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bashkit::{Error, ExecResult};
 use parking_lot::Mutex;
@@ -46,6 +47,31 @@ pub type SharedPartial = Arc<Mutex<Partial>>;
 
 /// A copy of what a running exec has written so far: `(stdout, stderr)`.
 pub type OutputSoFar = (Vec<u8>, Vec<u8>);
+
+/// What asking to give up on an exec answered (`Session::give_up_if_overdue`):
+/// its output so far, given up; not due yet, for how long (`None`: still
+/// waiting for its turn); `None`: it has ended.
+pub type GiveUp = Option<Result<OutputSoFar, Option<Duration>>>;
+
+/// A [`GiveUp`] as the caller reads it, by either transport:
+/// `{stdout, stderr}`, `{:running, ms | nil}` or `nil`.
+pub fn give_up_value(answer: GiveUp) -> Value {
+    match answer {
+        Some(Ok((stdout, stderr))) => Value::tuple([Value::Binary(stdout), Value::Binary(stderr)]),
+        Some(Err(left)) => Value::tuple([
+            Value::atom("running"),
+            // Rounded up: asked again after `ms`, it is due.
+            left.map_or_else(Value::nil, |left| {
+                Value::from(
+                    u64::try_from(left.as_millis())
+                        .unwrap_or(u64::MAX)
+                        .saturating_add(1),
+                )
+            }),
+        ]),
+        None => Value::nil(),
+    }
+}
 
 impl Partial {
     pub fn shared() -> SharedPartial {

@@ -166,7 +166,8 @@ pub enum Reference {
     },
     /// Copied into an env of its own: usable from any thread.
     Saved { env: OwnedEnv, term: SavedTerm },
-    /// The call returned its answer itself: nothing more is sent.
+    /// The call returned its answer itself, or the caller gave up on the
+    /// request: nothing more is sent.
     Closed,
 }
 
@@ -209,6 +210,15 @@ impl Caller {
     pub fn close(&mut self, env: Option<Env<'_>>) {
         if let Caller::Process { pid, reference } = self {
             reference.leave_nif(pid, env, false);
+        }
+    }
+
+    /// The caller has stopped waiting (`ExecTicket::give_up`): nothing
+    /// more is sent to a process. (A port's request is answered by the
+    /// worker's owner, which drops what comes late itself.)
+    pub fn stop_sending(&mut self) {
+        if let Caller::Process { reference, .. } = self {
+            *reference = Reference::Closed;
         }
     }
 

@@ -26,7 +26,7 @@ use crate::interrupt::Interrupt;
 use crate::lifecycle::{Op, OpCallOptions};
 use crate::line::{Place, Turn};
 use crate::options::{self, SessionConfig};
-use crate::outcome::{ExecOutcome, Metrics, OutputSoFar, Partial, SharedPartial};
+use crate::outcome::{self, ExecOutcome, GiveUp, Metrics, Partial, SharedPartial};
 use crate::reply::{self, Caller, Payload, ReplyTo, SharedCaller};
 use crate::runner;
 use crate::script_shape::{self, OwnCommands, ScriptShape};
@@ -333,22 +333,22 @@ impl Session {
         }
     }
 
-    /// What exec `id` has written so far, if it should have ended by now
+    /// Give up on exec `id` if it should have ended by now
     /// (`ExecTicket::overdue`, against this session's own timeout, which
-    /// bashkit counts from the exec's start); if not, how long until it
-    /// should have (`None` while it waits for its turn). `None`: no such
-    /// exec (it has ended).
-    pub fn output_if_overdue(&self, id: u64) -> Option<Result<OutputSoFar, Option<Duration>>> {
+    /// bashkit counts from the exec's start): its caller gets nothing more
+    /// (`ExecTicket::give_up`) and this returns its output so far. If not,
+    /// how long until it should have (`None` while it waits for its turn).
+    /// `None`: no such exec (it has ended; its answer is on its way).
+    pub fn give_up_if_overdue(&self, id: u64) -> GiveUp {
         let ticket = self.tickets.lock().get(&id).and_then(Weak::upgrade)?;
         let limit = match self.config.limits.timeout_ms {
             Some(ms) => Duration::from_millis(ms),
             None => bashkit::ExecutionLimits::default().timeout,
         };
-        Some(
-            ticket
-                .overdue(limit)
-                .map(|()| ticket.output_so_far().unwrap_or_default()),
-        )
+        match ticket.overdue(limit) {
+            Ok(()) => ticket.give_up().map(Ok),
+            Err(left) => Some(Err(left)),
+        }
     }
 
     /// Stop exec `id`, running or still queued. Returns whether it existed.
@@ -553,10 +553,7 @@ pub fn exec(
     let caller = reply.caller();
     let ticket = ExecTicket::new();
     let partial = Partial::shared();
-    // Only a worker's owner ever asks for it (`ExecTicket::output_so_far`).
-    if runtime::in_worker() {
-        ticket.attach_output(&partial);
-    }
+    ticket.attach(&partial, &caller);
     let place = session.register_call(exec_id, &ticket);
     // A per-call timeout counts from the call, queueing behind other execs
     // of this session included.
@@ -666,6 +663,8 @@ pub fn exec_once_job(
     let inline = !runtime::in_worker() || prebuilt.is_some();
     // As in `exec`: a command that may run for long gets a thread of its own.
     let own_thread = script_shape::names_long_command(&script);
+    let partial = Partial::shared();
+    ticket.attach(&partial, &reply.caller());
     let work = Box::pin(async move {
         let mut used = None;
         let outcome = guard::catch_future(async {
@@ -677,10 +676,6 @@ pub fn exec_once_job(
                 Ok(built) => {
                     let bash = used.insert(built.bash);
                     ticket.start(bash.cancellation_token(), built.interrupt);
-                    let partial = Partial::shared();
-                    if runtime::in_worker() {
-                        ticket.attach_output(&partial);
-                    }
                     // A fresh default interpreter holds no code of its own.
                     let shape = script_shape::of(&script, &OwnCommands::NONE);
                     let metering = Metering::start(bash);
@@ -1130,7 +1125,8 @@ impl rustler::Resource for OneShotResource {
 }
 
 /// `ExBashkit.exec/1`, run like `session_exec`: returns `{:done, outcome}`
-/// when it completed inline, else `:ok` and the answer comes by message.
+/// when it completed inline, else `{:ok, handle}` and the answer comes by
+/// message (`handle` is for [`exec_once_give_up`]).
 /// `config` is what `new/1` decodes to with no options, or with `:limits`
 /// only (Elixir declares the defaults). A quick script runs where it was
 /// called when an interpreter built in advance is ready
@@ -1198,7 +1194,7 @@ pub fn once_quick_fits(script: &str) -> bool {
         )
 }
 
-/// Run a one-shot exec; `{:done, outcome}` or `:ok` (see `exec_once`).
+/// Run a one-shot exec; `{:done, outcome}` or `{:ok, handle}` (see `exec_once`).
 fn once_answer<'a>(
     env: Env<'a>,
     decoded: Arc<DecodedConfig>,
@@ -1212,6 +1208,7 @@ fn once_answer<'a>(
         ticket: Arc::clone(&ticket),
     });
     let watched = tracker.clone();
+    let handle = tracker.clone();
     let monitor = Arc::new(Mutex::new(None));
     let taken = Arc::clone(&monitor);
     // The job holds the tracker (and so the monitor) until it ends.
@@ -1234,10 +1231,10 @@ fn once_answer<'a>(
         )
     };
     Ok(match runner::with_nif_env(env, run) {
-        Some(outcome) => Value::tuple([Value::atom("done"), outcome.to_value()]),
-        None => Value::atom("ok"),
-    }
-    .to_term(env))
+        Some(outcome) => Value::tuple([Value::atom("done"), outcome.to_value()]).to_term(env),
+        // What the caller gives up on it with, past its deadline.
+        None => (Value::atom("ok").to_term(env), handle).encode(env),
+    })
 }
 
 #[rustler::nif(name = "live_sessions")]
@@ -1255,6 +1252,24 @@ fn session_cancel(handle: Handle) -> bool {
 #[rustler::nif]
 fn session_cancel_exec(handle: Handle, id: u64) -> bool {
     handle.session.cancel_exec(id)
+}
+
+/// In the node, the caller of exec `id` answers it itself once it should
+/// have ended and has not (a command that does not check its token, past
+/// its deadline): see [`Session::give_up_if_overdue`]. Answers
+/// `{stdout, stderr}`, `{:running, ms | nil}` or `nil`
+/// ([`outcome::give_up_value`]). On a dirty scheduler: the output so far
+/// may be large.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn session_give_up_exec(env: Env, handle: Handle, id: u64) -> Term {
+    outcome::give_up_value(handle.session.give_up_if_overdue(id)).to_term(env)
+}
+
+/// The same for a one-shot exec (`ExBashkit.exec/1`), which never waits
+/// for a turn: `{stdout, stderr}`, or `nil` if it has ended.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn exec_once_give_up(env: Env, tracker: ResourceArc<OneShotResource>) -> Term {
+    outcome::give_up_value(tracker.ticket.give_up().map(Ok)).to_term(env)
 }
 
 /// Lifecycle call `name` on `handle` for `pid`, its options decoded from

@@ -17,6 +17,7 @@ use tokio::sync::Notify;
 
 use crate::interrupt::Interrupt;
 use crate::outcome::{OutputSoFar, Partial, SharedPartial};
+use crate::reply::{Caller, SharedCaller};
 
 /// The cancellation state of one exec, shared by the exec, `cancel/1` and
 /// the watchdog. It exists from submission on, so an exec can be cancelled
@@ -32,10 +33,13 @@ pub struct ExecTicket {
     /// Wakes `stopped()`: a call still waiting for its session's turn gives
     /// up at once when cancelled or timed out.
     stop: Notify,
-    /// The exec's output so far, once it runs: a worker reads it when its
-    /// owner must answer a stopped exec that has not ended
-    /// ([`output_so_far`](Self::output_so_far)).
+    /// The exec's output so far, from its submission until it ends: read
+    /// when its caller (or a worker's owner) answers a stopped exec that has
+    /// not ended ([`give_up`](Self::give_up)).
     output: OnceLock<Weak<Mutex<Partial>>>,
+    /// Where its answer goes, so that a caller who gives up on it gets
+    /// nothing more ([`give_up`](Self::give_up)).
+    reply: OnceLock<Weak<Mutex<Caller>>>,
     /// When the exec got its turn and started running.
     started: OnceLock<Instant>,
 }
@@ -48,19 +52,30 @@ impl ExecTicket {
             timed_out: AtomicBool::new(false),
             stop: Notify::new(),
             output: OnceLock::new(),
+            reply: OnceLock::new(),
             started: OnceLock::new(),
         })
     }
 
-    /// Where the exec writes its output (set once, when it starts).
-    pub fn attach_output(&self, partial: &SharedPartial) {
+    /// Where the exec writes its output and sends its answer (set once, at
+    /// submission; the exec holds both until it ends).
+    pub fn attach(&self, partial: &SharedPartial, caller: &SharedCaller) {
         let _ = self.output.set(Arc::downgrade(partial));
+        let _ = self.reply.set(Arc::downgrade(caller));
     }
 
-    /// A copy of what the exec has written so far, `(stdout, stderr)`, or
-    /// `None` if it has not started writing or has ended.
-    pub fn output_so_far(&self) -> Option<OutputSoFar> {
+    /// The caller answers the exec itself (past its deadline, a command
+    /// that does not check its token still runs): in the node nothing more
+    /// reaches that caller, not even the exec's own answer (a worker's
+    /// owner drops what comes late itself). Returns the output so far, or
+    /// `None`, giving up nothing, if the exec has ended: its own answer is
+    /// then sent, or on its way.
+    pub fn give_up(&self) -> Option<OutputSoFar> {
+        // Held while the caller is closed, so "ended" cannot come between.
         let partial = self.output.get()?.upgrade()?;
+        if let Some(caller) = self.reply.get().and_then(Weak::upgrade) {
+            caller.lock().stop_sending();
+        }
         let partial = partial.lock();
         Some(partial.copy())
     }
@@ -248,6 +263,7 @@ pub fn schedule(at: Instant, ticket: &Arc<ExecTicket>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reply::ReplyTo;
     use std::time::Duration;
 
     #[test]
@@ -305,20 +321,19 @@ mod tests {
     }
 
     #[test]
-    fn output_so_far_is_a_copy_while_the_exec_lives() {
+    fn giving_up_copies_the_output_while_the_exec_lives() {
         let ticket = ExecTicket::new();
-        assert_eq!(ticket.output_so_far(), None, "nothing attached yet");
+        assert_eq!(ticket.give_up(), None, "nothing attached yet");
         let partial = Partial::shared();
-        ticket.attach_output(&partial);
+        let frames = crate::reply::FrameWriter::new(Box::new(std::io::sink()));
+        let caller = ReplyTo::new(Caller::Port { id: 1, frames }).caller();
+        ticket.attach(&partial, &caller);
         partial.lock().push(b"out", b"err");
-        assert_eq!(
-            ticket.output_so_far(),
-            Some((b"out".to_vec(), b"err".to_vec()))
-        );
+        assert_eq!(ticket.give_up(), Some((b"out".to_vec(), b"err".to_vec())));
         // A copy: the exec's own output is untouched.
         assert_eq!(partial.lock().take(), (b"out".to_vec(), b"err".to_vec()));
         drop(partial);
-        assert_eq!(ticket.output_so_far(), None, "the exec has ended");
+        assert_eq!(ticket.give_up(), None, "the exec has ended");
     }
 
     #[test]

@@ -71,7 +71,7 @@ use crate::session::{self, ExecCallOptions, Session};
 use crate::snapshot::{self, SnapshotRequest};
 use crate::value::{Bytes, FromValue, Value};
 use crate::watchdog::ExecTicket;
-use crate::{etf, fs_api, warm};
+use crate::{etf, fs_api, outcome, warm};
 use crate::{runtime_mounts, search};
 
 /// Frames larger than this are refused (a snapshot or file of a session is
@@ -300,31 +300,21 @@ fn dispatch(
         // `{:output_so_far, id, sid | nil, exec_id}`: answered here, on the
         // reading thread, however busy the runners are.
         let exec_id: u64 = arg(items, 3)?;
-        let output = match arg::<u64>(items, 2) {
+        let answer_value = match arg::<u64>(items, 2) {
             Ok(sid) => sessions
                 .lock()
                 .get(&sid)
                 .cloned()
-                .and_then(|session| session.output_if_overdue(exec_id)),
+                .and_then(|session| session.give_up_if_overdue(exec_id)),
             // A one-shot never waits for a turn: its deadline counts from
             // its start, as the owner's does.
             Err(_) => ONE_SHOTS
                 .lock()
                 .get(&exec_id)
                 .and_then(std::sync::Weak::upgrade)
-                .map(|ticket| Ok(ticket.output_so_far().unwrap_or_default())),
+                .and_then(|ticket| ticket.give_up().map(Ok)),
         };
-        let answer_value = match output {
-            Some(Ok((stdout, stderr))) => {
-                Value::tuple([Value::Binary(stdout), Value::Binary(stderr)])
-            }
-            Some(Err(left)) => Value::tuple([
-                Value::atom("running"),
-                left.map_or_else(Value::nil, |left| Value::from(left.as_millis() as u64 + 1)),
-            ]),
-            None => Value::nil(),
-        };
-        answer(id, frames, answer_value);
+        answer(id, frames, outcome::give_up_value(answer_value));
         return Ok(());
     }
     if tag == "running_scripts" {

@@ -603,6 +603,10 @@ defmodule ExBashkit.Session do
   the running one are not affected. Returns `:ok` if an exec was running,
   `:idle` if none was.
 
+  A command that checks for neither (see the README's isolation table) is
+  answered without waiting for it: in a worker a second after the cancel;
+  in the node only a second after the exec's deadline, as a timeout.
+
   ## Examples
 
       iex> session = ExBashkit.Session.new()

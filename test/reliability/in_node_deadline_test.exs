@@ -6,7 +6,8 @@ defmodule ExBashkit.Reliability.InNodeDeadlineTest do
   # under `timeout_ms: 500` (bashkit 0.20.2's jq checks only the session's
   # own limit), 15.5 s for python's `3 ** 63000000`. The caller now gives
   # up on it the same second past the deadline, with its output so far;
-  # the command runs on, and its late answer never reaches the caller.
+  # the command runs on, and its late answer never reaches the caller. A
+  # cancelled one is answered a second after the cancel.
   #
   # `uniq -f 100000` over 30 000 lines skips fields for seconds without a
   # check (bombs.rs refuses larger counts, which never return), then ends
@@ -51,6 +52,34 @@ defmodule ExBashkit.Reliability.InNodeDeadlineTest do
              ExBashkit.exec(@long, limits: [timeout_ms: 300])
 
     assert Backend.running_scripts() > 0
+    assert_nothing_came_late()
+  end
+
+  # `cancel/1` comes from another process than the caller's: the watchdog
+  # answers the exec in its stead a second later (before, the caller waited
+  # for the command, or since the caller's give-up for its deadline).
+  @tag timeout: 120_000
+  test "a cancelled exec is answered a second after the cancel" do
+    s = Session.new(isolation: :in_node)
+
+    # Cancelled once `uniq` runs: after the `echo`'s output, and the half
+    # second `seq` may take (a cancel before `uniq` starts stops the script
+    # at that command boundary, the usual way).
+    canceller =
+      spawn(fn ->
+        receive do
+          {:ex_bashkit_output, {:stdout, "before\n"}} -> Process.sleep(500)
+        end
+
+        Session.cancel(s)
+      end)
+
+    assert {:error, %Error{reason: :cancelled, stdout: "before\n"} = error} =
+             Session.exec(s, @long, stream_to: canceller)
+
+    assert error.message =~ "cancelled by cancel/1"
+    assert Backend.running_scripts() > 0
+    assert {:ok, %Result{stdout: "after\n"}} = Session.exec(s, "echo after")
     assert_nothing_came_late()
   end
 

@@ -224,6 +224,19 @@ impl ExecOutcome {
         ExecOutcome::Failed(Box::new(failure))
     }
 
+    /// A cancelled exec that had not stopped a second later, with what it
+    /// wrote (`ExecTicket::answer_cancelled`; the Worker's words for it).
+    pub fn cancelled_running((stdout, stderr): OutputSoFar) -> Self {
+        ExecOutcome::Failed(Box::new(ExecFailure {
+            reason: "cancelled",
+            message: "execution cancelled by cancel/1 (the script did not stop by itself)"
+                .to_string(),
+            stdout,
+            stderr,
+            ..ExecFailure::default()
+        }))
+    }
+
     pub fn panicked(panic: String) -> Self {
         ExecOutcome::Failed(Box::new(ExecFailure::internal(format!(
             "internal error in the interpreter: {panic}"

@@ -213,8 +213,21 @@ impl Caller {
         }
     }
 
-    /// The caller has stopped waiting (`ExecTicket::give_up`): nothing
-    /// more is sent to a process. (A port's request is answered by the
+    /// Whether a process of this node may still be sent the final answer:
+    /// its ref is saved and nothing closed it (the final answer closes it,
+    /// `ReplyTo::finish`).
+    pub fn awaits_answer(&self) -> bool {
+        matches!(
+            self,
+            Caller::Process {
+                reference: Reference::Saved { .. },
+                ..
+            }
+        )
+    }
+
+    /// The caller has stopped waiting (`ExecTicket::give_up`), or has its
+    /// final answer: nothing more is sent to a process. (A port's request is answered by the
     /// worker's owner, which drops what comes late itself.)
     pub fn stop_sending(&mut self) {
         if let Caller::Process { reference, .. } = self {
@@ -391,10 +404,16 @@ impl ReplyTo {
         crate::runner::with_nif_env_here(|env| self.caller.lock().keep(env));
     }
 
-    /// Send the final `{:ex_bashkit_reply, ref, outcome}`.
+    /// Send the final `{:ex_bashkit_reply, ref, outcome}`. A caller whose
+    /// ref is saved is then closed: the answer is sent once, whoever sends
+    /// it (`ExecTicket::answer_cancelled`).
     pub fn finish(mut self, outcome: &dyn Payload) {
         self.answered = true;
-        self.caller.lock().send(FINAL_REPLY, outcome);
+        let mut caller = self.caller.lock();
+        caller.send(FINAL_REPLY, outcome);
+        if caller.awaits_answer() {
+            caller.stop_sending();
+        }
     }
 }
 

@@ -296,7 +296,7 @@ impl Session {
     pub fn cancel(&self) -> bool {
         match &*self.current.lock() {
             Some(ticket) => {
-                ticket.cancel();
+                stop(ticket);
                 true
             }
             None => false,
@@ -355,11 +355,21 @@ impl Session {
     pub fn cancel_exec(&self, id: u64) -> bool {
         match self.tickets.lock().get(&id).and_then(Weak::upgrade) {
             Some(ticket) => {
-                ticket.cancel();
+                stop(&ticket);
                 true
             }
             None => false,
         }
+    }
+}
+
+/// Cancel `ticket` for `cancel/1` (or `cancel/2`, a halted stream). In the
+/// node, if it has not stopped a second later, the watchdog answers it
+/// (in a worker, the worker's owner does).
+fn stop(ticket: &Arc<ExecTicket>) {
+    ticket.cancel();
+    if !runtime::in_worker() {
+        watchdog::answer_if_still_running(ticket);
     }
 }
 

@@ -5,6 +5,10 @@
 //! boundary and inside its budget checks. A thread of its own, not a tokio
 //! timer: a script that never yields can keep every interpreter thread busy,
 //! and the deadline must still fire.
+//!
+//! The same thread answers an exec cancelled in the node that has not
+//! stopped a second later ([`answer_if_still_running`]): the process that
+//! cancels is not the one that waits, so nothing in the VM would.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -16,8 +20,8 @@ use parking_lot::{Condvar, Mutex};
 use tokio::sync::Notify;
 
 use crate::interrupt::Interrupt;
-use crate::outcome::{OutputSoFar, Partial, SharedPartial};
-use crate::reply::{Caller, SharedCaller};
+use crate::outcome::{ExecOutcome, OutputSoFar, Partial, SharedPartial};
+use crate::reply::{Caller, SharedCaller, FINAL_REPLY};
 
 /// The cancellation state of one exec, shared by the exec, `cancel/1` and
 /// the watchdog. It exists from submission on, so an exec can be cancelled
@@ -78,6 +82,27 @@ impl ExecTicket {
         }
         let partial = partial.lock();
         Some(partial.copy())
+    }
+
+    /// A cancelled exec that still runs (a command that does not check its
+    /// token): its caller gets the cancel error with the output so far now,
+    /// as a worker's owner answers one (`ExBashkit.Worker`), and nothing of
+    /// the exec after it. Nothing if it has ended, or its caller already
+    /// has an answer (its own, which closes the reply, or a give-up).
+    fn answer_cancelled(&self) {
+        // The output first: its lock is not taken under the caller's.
+        let Some(output) = self.output.get().and_then(Weak::upgrade) else {
+            return;
+        };
+        let output = output.lock().copy();
+        let Some(caller) = self.reply.get().and_then(Weak::upgrade) else {
+            return;
+        };
+        let mut caller = caller.lock();
+        if caller.awaits_answer() {
+            caller.send(FINAL_REPLY, &ExecOutcome::cancelled_running(output));
+            caller.stop_sending();
+        }
     }
 
     /// Whether the exec should have ended by now: it was timed out or
@@ -160,6 +185,16 @@ struct Entry {
     at: Instant,
     seq: u64,
     ticket: Weak<ExecTicket>,
+    due: Due,
+}
+
+/// What the watchdog does to an exec whose entry comes due.
+#[derive(Clone, Copy)]
+enum Due {
+    /// Time it out (its per-call `:timeout_ms`).
+    TimeOut,
+    /// Answer it in its stead if it still runs (cancelled in the node).
+    AnswerCancelled,
 }
 
 impl PartialEq for Entry {
@@ -218,7 +253,10 @@ impl Watchdog {
                 let Reverse(entry) = queue.heap.pop().expect("peeked");
                 // A ticket already dropped belongs to an exec that ended.
                 if let Some(ticket) = entry.ticket.upgrade() {
-                    ticket.time_out();
+                    match entry.due {
+                        Due::TimeOut => ticket.time_out(),
+                        Due::AnswerCancelled => ticket.answer_cancelled(),
+                    }
                 }
             }
             match queue.heap.peek().map(|Reverse(e)| e.at) {
@@ -239,6 +277,20 @@ impl Watchdog {
 /// their deadlines without a thread wake-up each, which costs the caller
 /// more than the rest of a short exec's bookkeeping.
 pub fn schedule(at: Instant, ticket: &Arc<ExecTicket>) {
+    push(at, ticket, Due::TimeOut);
+}
+
+/// How long a cancelled exec in the node may take to stop before it is
+/// answered in its stead: `ExBashkit.Worker`'s slack for a worker.
+pub const ANSWER_SLACK: Duration = Duration::from_secs(1);
+
+/// In the node, answer cancelled `ticket` [`ANSWER_SLACK`] from now if it
+/// still runs then ([`ExecTicket::answer_cancelled`]).
+pub fn answer_if_still_running(ticket: &Arc<ExecTicket>) {
+    push(Instant::now() + ANSWER_SLACK, ticket, Due::AnswerCancelled);
+}
+
+fn push(at: Instant, ticket: &Arc<ExecTicket>, due: Due) {
     let dog = &*WATCHDOG;
     let mut queue = dog.queue.lock();
     if queue.heap.len() >= queue.sweep_at {
@@ -254,6 +306,7 @@ pub fn schedule(at: Instant, ticket: &Arc<ExecTicket>) {
         at,
         seq,
         ticket: Arc::downgrade(ticket),
+        due,
     }));
     if earlier {
         dog.wake.notify_one();

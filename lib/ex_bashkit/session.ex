@@ -604,8 +604,9 @@ defmodule ExBashkit.Session do
   `:idle` if none was.
 
   A command that checks for neither (see the README's isolation table) is
-  answered without waiting for it: in a worker a second after the cancel;
-  in the node only a second after the exec's deadline, as a timeout.
+  answered a second after the cancel without waiting for it, with the
+  output written so far; the command runs on until it ends (in a worker,
+  until its worker is killed after a grace period).
 
   ## Examples
 

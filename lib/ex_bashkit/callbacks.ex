@@ -184,11 +184,7 @@ defmodule ExBashkit.Callbacks do
         case ask.() do
           {stdout, stderr} when is_binary(stdout) and is_binary(stderr) ->
             stop_handlers(handlers)
-
-            why =
-              "execution timed out after #{ms} ms (timeout_ms; the script did not stop by itself)"
-
-            given_up(ref, on_output, %{Error.from_message(why) | stdout: stdout, stderr: stderr})
+            given_up(ref, on_output, Error.stopped({:timeout, ms}, {stdout, stderr}))
 
           # Not due yet: it waited for its session's turn, and the
           # session's own timeout counts from its start. Look again when it

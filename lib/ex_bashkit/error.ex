@@ -61,6 +61,23 @@ defmodule ExBashkit.Error do
   end
 
   @doc false
+  # The error of an exec answered in its stead, past its deadline
+  # (`{:timeout, ms}`) or a cancel, because it did not stop by itself: by a
+  # worker's owner, or in the node by its caller (the watchdog's words for
+  # a cancel, `outcome.rs`, are the same). `output` is what it wrote so far.
+  @spec stopped({:timeout, pos_integer()} | :cancelled, {binary(), binary()} | nil) :: t()
+  def stopped(why, output) do
+    {stdout, stderr} = output || {"", ""}
+    %{from_message(stopped_message(why)) | stdout: stdout, stderr: stderr}
+  end
+
+  defp stopped_message({:timeout, ms}),
+    do: "execution timed out after #{ms} ms (timeout_ms; the script did not stop by itself)"
+
+  defp stopped_message(:cancelled),
+    do: "execution cancelled by cancel/1 (the script did not stop by itself)"
+
+  @doc false
   # `{:error, %Error{}}` whatever the failure was given as (a message from
   # an older path, or an error already).
   @spec wrap({:error, t() | String.t()}) :: {:error, t()}

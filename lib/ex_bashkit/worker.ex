@@ -360,8 +360,7 @@ defmodule ExBashkit.Worker do
 
   # Deadlines past what a timer can hold (about 49 days) are no deadline.
   defp deadline_timer(id, %{timeout_ms: ms}) when is_integer(ms) and ms < 0xFFFF_0000 do
-    why = "execution timed out after #{ms} ms (timeout_ms; the script did not stop by itself)"
-    Process.send_after(self(), {:deadline, id, why}, ms + @reply_slack_ms)
+    Process.send_after(self(), {:deadline, id, {:timeout, ms}}, ms + @reply_slack_ms)
   end
 
   defp deadline_timer(_id, _meta), do: nil
@@ -371,8 +370,7 @@ defmodule ExBashkit.Worker do
   defp cancel_running(state, sid) do
     for {id, %{sid: ^sid, kind: :exec} = route} <- state.routes do
       cancel_timer(route)
-      why = "execution cancelled by cancel/1 (the script did not stop by itself)"
-      Process.send_after(self(), {:deadline, id, why}, @reply_slack_ms)
+      Process.send_after(self(), {:deadline, id, :cancelled}, @reply_slack_ms)
     end
 
     state
@@ -426,17 +424,13 @@ defmodule ExBashkit.Worker do
 
       {route, routes} ->
         demonitor(route.mref)
-        send(route.pid, {:ex_bashkit_reply, route.ref, {:error, stopped_error(why, output)}})
+        error = ExBashkit.Error.stopped(why, output)
+        send(route.pid, {:ex_bashkit_reply, route.ref, {:error, error}})
         state = %{state | routes: routes, monitors: Map.delete(state.monitors, route.mref)}
         state = send_frame(state, stop_frame(route, id))
         Process.send_after(self(), {:grace, id, state.generation}, state.grace_ms)
         %{state | overdue: Map.put(state.overdue, id, route.sid)}
     end
-  end
-
-  defp stopped_error(why, output) do
-    {stdout, stderr} = output || {"", ""}
-    %{ExBashkit.Error.from_message(why) | stdout: stdout, stderr: stderr}
   end
 
   # The frame that stops request `id` in the worker, for those that can be

@@ -179,26 +179,31 @@ defmodule ExBashkit.Callbacks do
         with_streamed(outcome, streamed)
 
       :give_up ->
-        %{ask: ask, timeout_ms: ms} = give_up = context.give_up
+        give_up(ref, context, on_output, handlers, streamed)
+    end
+  end
 
-        case ask.() do
-          {stdout, stderr} when is_binary(stdout) and is_binary(stderr) ->
-            stop_handlers(handlers)
-            given_up(ref, on_output, Error.stopped({:timeout, ms}, {stdout, stderr}))
+  # Past the time to look: give up on the exec if it is due.
+  defp give_up(ref, context, on_output, handlers, streamed) do
+    %{ask: ask, timeout_ms: ms} = give_up = context.give_up
 
-          # Not due yet: it waited for its session's turn, and the
-          # session's own timeout counts from its start. Look again when it
-          # is (or in a second, while it still waits).
-          {:running, left} ->
-            at = System.monotonic_time(:millisecond) + (left || 1_000) + Worker.reply_slack_ms()
-            context = %{context | give_up: %{give_up | at: at}}
-            await_loop(ref, context, on_output, event(ref, context, handlers), streamed)
+    case ask.() do
+      {stdout, stderr} when is_binary(stdout) and is_binary(stderr) ->
+        stop_handlers(handlers)
+        given_up(ref, on_output, Error.stopped({:timeout, ms}, {stdout, stderr}))
 
-          # It has just ended: its answer is on its way.
-          nil ->
-            context = %{context | give_up: nil}
-            await_loop(ref, context, on_output, event(ref, context, handlers), streamed)
-        end
+      # Not due yet: it waited for its session's turn, and the session's
+      # own timeout counts from its start. Look again when it is (or in a
+      # second, while it still waits).
+      {:running, left} ->
+        at = System.monotonic_time(:millisecond) + (left || 1_000) + Worker.reply_slack_ms()
+        context = %{context | give_up: %{give_up | at: at}}
+        await_loop(ref, context, on_output, event(ref, context, handlers), streamed)
+
+      # It has just ended: its answer is on its way.
+      nil ->
+        context = %{context | give_up: nil}
+        await_loop(ref, context, on_output, event(ref, context, handlers), streamed)
     end
   end
 
@@ -307,18 +312,20 @@ defmodule ExBashkit.Callbacks do
     after
       wait_ms(handlers, context.give_up) ->
         now = System.monotonic_time(:millisecond)
-        expired = for {pid, %{deadline: deadline}} <- handlers, deadline <= now, do: pid
 
         if due?(context.give_up, now),
           do: {:give_up, handlers},
-          else: expire(ref, context, handlers, expired)
+          else: expire(ref, context, handlers, now)
     end
   end
 
   defp due?(%{at: at}, now), do: at <= now
   defp due?(nil, _now), do: false
 
-  defp expire(ref, context, handlers, expired) do
+  # Fail the back-calls whose handlers are past their deadline.
+  defp expire(ref, context, handlers, now) do
+    expired = for {pid, %{deadline: deadline}} <- handlers, deadline <= now, do: pid
+
     {kept, handlers} =
       Enum.reduce(expired, {nil, handlers}, fn pid, {kept, handlers} ->
         {answered, handlers} = fail(handlers, pid, {:timeout, context.timeout})

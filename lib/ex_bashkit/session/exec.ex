@@ -139,10 +139,10 @@ defmodule ExBashkit.Session.Exec do
 
   @doc false
   # When the exec must be answered (by a worker's owner, or in the node by
-  # its caller: `Backend.give_up/4`): the tighter
-  # of the call's and the session's timeouts. A session without one has
-  # bashkit's default, which its interpreter applies too: without it here,
-  # a command that never reaches a command boundary would never be answered.
+  # its caller: `Backend.give_up/4`): the tighter of the call's and the
+  # session's timeouts. A session without one has bashkit's default, which
+  # its interpreter applies too: without it here, a command that never
+  # reaches a command boundary would never be answered.
   @spec deadline_ms(pos_integer() | nil, pos_integer() | nil) :: pos_integer()
   def deadline_ms(call, nil), do: deadline_ms(call, Defaults.bashkit_limit(:timeout_ms))
   def deadline_ms(nil, session), do: session

@@ -227,8 +227,9 @@ impl Caller {
     }
 
     /// The caller has stopped waiting (`ExecTicket::give_up`), or has its
-    /// final answer: nothing more is sent to a process. (A port's request is answered by the
-    /// worker's owner, which drops what comes late itself.)
+    /// final answer: nothing more is sent to a process. (A port's request
+    /// is answered by the worker's owner, which drops what comes late
+    /// itself.)
     pub fn stop_sending(&mut self) {
         if let Caller::Process { reference, .. } = self {
             *reference = Reference::Closed;

@@ -75,7 +75,9 @@ impl ExecTicket {
     /// `None`, giving up nothing, if the exec has ended: its own answer is
     /// then sent, or on its way.
     pub fn give_up(&self) -> Option<OutputSoFar> {
-        // Held while the caller is closed, so "ended" cannot come between.
+        // Gone: the exec has ended, and its answer was sent or is on its
+        // way. If it ends after this, its answer was sent before the close
+        // below (the caller finds it in its mailbox) or is dropped by it.
         let partial = self.output.get()?.upgrade()?;
         if let Some(caller) = self.reply.get().and_then(Weak::upgrade) {
             caller.lock().stop_sending();
@@ -255,7 +257,13 @@ impl Watchdog {
                 if let Some(ticket) = entry.ticket.upgrade() {
                     match entry.due {
                         Due::TimeOut => ticket.time_out(),
-                        Due::AnswerCancelled => ticket.answer_cancelled(),
+                        // It copies the output and sends a message: not
+                        // while other execs' deadlines wait for the lock.
+                        Due::AnswerCancelled => {
+                            parking_lot::MutexGuard::unlocked(&mut queue, || {
+                                ticket.answer_cancelled()
+                            })
+                        }
                     }
                 }
             }

@@ -300,7 +300,7 @@ fn dispatch(
         // `{:output_so_far, id, sid | nil, exec_id}`: answered here, on the
         // reading thread, however busy the runners are.
         let exec_id: u64 = arg(items, 3)?;
-        let answer_value = match arg::<u64>(items, 2) {
+        let given_up = match arg::<u64>(items, 2) {
             Ok(sid) => sessions
                 .lock()
                 .get(&sid)
@@ -314,7 +314,7 @@ fn dispatch(
                 .and_then(std::sync::Weak::upgrade)
                 .and_then(|ticket| ticket.give_up().map(Ok)),
         };
-        answer(id, frames, outcome::give_up_value(answer_value));
+        answer(id, frames, outcome::give_up_value(given_up));
         return Ok(());
     }
     if tag == "running_scripts" {

@@ -192,11 +192,9 @@ defmodule ExBashkit.Callbacks do
         stop_handlers(handlers)
         given_up(ref, on_output, Error.stopped({:timeout, ms}, {stdout, stderr}))
 
-      # Not due yet: it waited for its session's turn, and the session's
-      # own timeout counts from its start. Look again when it is (or in a
-      # second, while it still waits).
+      # Not due yet (see `Worker.look_again_ms/1`).
       {:running, left} ->
-        at = System.monotonic_time(:millisecond) + (left || 1_000) + Worker.reply_slack_ms()
+        at = System.monotonic_time(:millisecond) + Worker.look_again_ms(left)
         context = %{context | give_up: %{give_up | at: at}}
         await_loop(ref, context, on_output, event(ref, context, handlers), streamed)
 

@@ -67,12 +67,6 @@ defmodule ExBashkit.Worker do
   # bench/analysis.md): at most 37-88 ms late with 32 per worker, 250 ms
   # with 64, 0.8-1.4 s with 255 (a worker's most).
   @reply_slack_ms 1_000
-
-  @doc false
-  # The same slack for a caller in the node, which answers itself
-  # (`ExBashkit.Backend.give_up/4`).
-  @spec reply_slack_ms() :: pos_integer()
-  def reply_slack_ms, do: @reply_slack_ms
   # How long the worker's reading thread may take to send an exec's output
   # so far, once asked (it reads every frame, and runs at most a quick
   # script between two).
@@ -87,6 +81,20 @@ defmodule ExBashkit.Worker do
 
   @typedoc "A request without its id: `{op, sid, args...}` (see `worker.rs`)."
   @type request :: tuple()
+
+  @doc false
+  # The same slack for a caller in the node, which answers itself
+  # (`ExBashkit.Backend.give_up/4`).
+  @spec reply_slack_ms() :: pos_integer()
+  def reply_slack_ms, do: @reply_slack_ms
+
+  @doc false
+  # When to look again at an exec that was not due yet (`{:running, left}`:
+  # it waited for its session's turn, and the session's own timeout counts
+  # from its start): when it is due, `left` ms (or in a second, while it
+  # still waits), plus the slack. Here and in a caller in the node.
+  @spec look_again_ms(non_neg_integer() | nil) :: pos_integer()
+  def look_again_ms(left), do: (left || 1_000) + @reply_slack_ms
 
   @doc false
   def child_spec(opts) do
@@ -252,12 +260,9 @@ defmodule ExBashkit.Worker do
       {stdout, stderr} when is_binary(stdout) and is_binary(stderr) ->
         {:noreply, answer_pending(state, id, {stdout, stderr})}
 
-      # Not overdue after all: it waited for its session's turn, and the
-      # session's own timeout counts from its start. Look again when it
-      # would be (or in a second, while it still waits).
-      {:running, ms} ->
-        later = if(is_integer(ms), do: ms, else: 1_000) + @reply_slack_ms
-        {:noreply, look_again(state, id, :deadline, later)}
+      # Not overdue after all (see `look_again_ms/1`).
+      {:running, left} ->
+        {:noreply, look_again(state, id, :deadline, look_again_ms(left))}
 
       # It has just ended: its own answer is on its way. Answer without it
       # only if that has not come a second later.

@@ -58,7 +58,9 @@ mod builtins;
 mod callbacks;
 mod vfs;
 
-// The worker process (its main loop) and the node's handle on its sessions.
+// The worker process (its main loop, how it waits for frames) and the
+// node's handle on its sessions.
+mod frame_input;
 mod remote;
 pub mod worker;
 

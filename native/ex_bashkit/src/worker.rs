@@ -63,6 +63,7 @@ use parking_lot::Mutex;
 
 use crate::callbacks::{self, Answer};
 use crate::config_cache::DecodedConfig;
+use crate::frame_input::FrameInput;
 use crate::lifecycle::{Op, OpCallOptions};
 use crate::options::{MountSpec, SessionConfig};
 use crate::reply::{Caller, FrameWriter, ReplyTo};
@@ -134,7 +135,7 @@ pub fn main() -> i32 {
 
     let frames = FrameWriter::new(unbuffered_stdout());
     let sessions: Sessions = Arc::new(Mutex::new(HashMap::new()));
-    let mut stdin = io::stdin().lock();
+    let mut stdin = io::BufReader::new(FrameInput::stdin());
     loop {
         match read_frame(&mut stdin) {
             Ok(Some(frame)) => match etf::decode(&frame) {

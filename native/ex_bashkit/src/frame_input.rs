@@ -8,19 +8,19 @@
 //! whose idle vCPUs halt take 30 µs or more per wake-up. On the 2-core
 //! machine of 2026-11-28 a pipe ping-pong between two processes took
 //! 61–77 µs a round trip, and a worker `Session.exec("echo hi")` took
-//! 97–139 µs with the reader sleeping at once, 43–78 µs with this
-//! (bench/analysis.md). The VM's schedulers spin before they sleep for the
-//! same reason.
+//! about 100–140 µs with the reader sleeping at once, 45–75 µs with this,
+//! for no more CPU per exec (bench/analysis.md). The VM's schedulers spin
+//! before they sleep for the same reason.
 //!
 //! So after a frame that came within [`SPIN`] of the read that waited for
 //! it (the VM is sending one request after another), the next read polls
 //! the pipe without blocking for up to [`SPIN`], and sleeps only if nothing
 //! came. After a longer wait it sleeps at once: a worker that gets a frame
 //! now and then never spins, and one whose caller has stopped spins once.
-//! Between polls the reader yields its CPU (`sched_yield`), so that the
-//! VM's threads and the worker's runners (all at a higher priority or
-//! runnable on that CPU) run first: on 2 cores a reader that spun without
-//! yielding made two worker sessions slower together than one alone.
+//! Between polls the reader yields its CPU (`sched_yield`) to any other
+//! thread runnable there (the VM's, the worker's runners): on 2 cores a
+//! reader that spun without yielding made two worker sessions slower
+//! together than one alone.
 
 use std::io::{self, Read};
 #[cfg(unix)]

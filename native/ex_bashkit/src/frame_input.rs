@@ -150,16 +150,16 @@ mod tests {
     }
 
     #[test]
-    fn reads_what_comes_at_once_late_and_in_pieces_then_the_end() {
+    fn reads_what_comes_soon_and_late_then_the_end() {
         let (reader, mut writer) = pipe();
         let mut input = FrameInput::new(reader.as_raw_fd());
         let sender = std::thread::spawn(move || {
             writer.write_all(b"first").unwrap();
-            // Past the spin: the reader sleeps in poll, then reads.
-            std::thread::sleep(Duration::from_millis(20));
-            writer.write_all(b"second").unwrap();
-            // Within the spin: found by looking.
+            // Within the spin after a short wait: found by looking.
             std::thread::sleep(Duration::from_micros(50));
+            writer.write_all(b"second").unwrap();
+            // Past it: the reader looks, then sleeps in poll until this.
+            std::thread::sleep(Duration::from_millis(20));
             writer.write_all(b"third").unwrap();
         });
         let mut got = Vec::new();

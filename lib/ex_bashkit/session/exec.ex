@@ -31,14 +31,16 @@ defmodule ExBashkit.Session.Exec do
         ) ::
           {:ok, ExBashkit.Result.t()} | {:error, Error.t()}
   def run_call(%Session{} = session, script, call, on_output, on_submit) do
-    case submit(session, script, call) do
+    meta = meta(session, call)
+
+    case submit(session, script, call, meta) do
       {:ok, ref, id} ->
         on_submit.(id)
-        Callbacks.await(ref, awaiting(session, call, id), on_output)
+        Callbacks.await(ref, awaiting(session, meta, id), on_output)
 
       {:ok, ref, id, message} ->
         on_submit.(id)
-        Callbacks.await(ref, awaiting(session, call, id), on_output, message)
+        Callbacks.await(ref, awaiting(session, meta, id), on_output, message)
 
       {:done, id, outcome} ->
         on_submit.(id)
@@ -60,11 +62,12 @@ defmodule ExBashkit.Session.Exec do
 
     {call, nil} = exec_options!(opts)
     call = %{call | stream: true}
+    meta = meta(session, call)
     # The exec is waited on (and its back-calls served) by a pump process,
     # so that a slow consumer cannot stall the script's builtins.
     cancel = &Backend.cancel_exec(session.resource, session.location, &1)
-    start = fn -> session |> submit(script, call) |> to_mailbox() end
-    context_for = &awaiting(session, call, &1)
+    start = fn -> session |> submit(script, call, meta) |> to_mailbox() end
+    context_for = &awaiting(session, meta, &1)
 
     Stream.resource(
       fn ->
@@ -105,20 +108,22 @@ defmodule ExBashkit.Session.Exec do
   defp chunks(out, err), do: [{:stdout, out}, {:stderr, err}]
 
   # Validate, then hand the script to the interpreter threads.
-  defp submit(%Session{resource: resource} = session, script, call) do
+  defp submit(%Session{resource: resource} = session, script, call, meta) do
     with :ok <- check_script(script),
          :ok <- check_not_reentrant(resource) do
-      Backend.exec(resource, session.location, script, call, meta(session, call))
+      Backend.exec(resource, session.location, script, call, meta)
     end
   end
 
+  # The exec's deadline, computed once: the worker's owner answers by it
+  # (`Backend.exec/5`), and so does a caller in the node (`awaiting/3`).
   defp meta(session, call),
     do: %{timeout_ms: deadline_ms(call.timeout_ms, session.timeout_ms)}
 
   # What exec `id`'s caller waits with: the session's back-call context,
   # and in the node how it gives up on a command that ignores its deadline.
-  defp awaiting(session, call, id) do
-    give_up = Backend.give_up(session.resource, session.location, id, meta(session, call))
+  defp awaiting(session, meta, id) do
+    give_up = Backend.give_up(session.resource, session.location, id, meta)
     %{callback_context(session) | give_up: give_up}
   end
 

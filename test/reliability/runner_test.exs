@@ -6,7 +6,7 @@ defmodule ExBashkit.Reliability.RunnerTest do
   # they fail if a script holds a runner to its end or while it waits.
   use ExUnit.Case, async: false
 
-  alias ExBashkit.{Result, Session}
+  alias ExBashkit.{Error, Result, Session}
   alias ExBashkit.Test.Health
 
   @uncapped ExBashkit.Test.Case.uncapped_limits()
@@ -53,6 +53,37 @@ defmodule ExBashkit.Reliability.RunnerTest do
     t = Session.new(limits: @uncapped ++ [timeout_ms: 30_000])
     assert {:error, _} = Session.exec(t, @forever, timeout_ms: 300)
     assert {:ok, %Result{stdout: "again\n"}} = Session.exec(t, "echo again")
+  end
+
+  # In the node, once a session has measured what its commands cost, a loop
+  # whose every command is bounded (native/ex_bashkit/src/bounded_steps.rs)
+  # starts on the caller's own scheduler, inside the exec NIF. It must leave
+  # it within a NIF's time for the runners, where it stops as any long
+  # script does: its caller is then seen waiting for the answer, not running
+  # the NIF until the script ends.
+  @tag timeout: 60_000
+  test "a loop started on the caller's scheduler leaves it for the runners" do
+    s = Session.new(isolation: :in_node, limits: @uncapped ++ [timeout_ms: 30_000])
+    assert {:ok, %Result{stdout: "hi\n"}} = Session.exec(s, "echo hi")
+    short = "i=0; while [ $i -lt 50 ]; do i=$((i + 1)); done; echo $i"
+    assert {:ok, %Result{stdout: "50\n"}} = Session.exec(s, short)
+    assert {:ok, %Result{stdout: "50\n"}} = Session.exec(s, short)
+
+    parent = self()
+    caller = spawn(fn -> send(parent, {:ended, Session.exec(s, @forever, timeout_ms: 3_000)}) end)
+
+    Health.wait_until(
+      fn -> Process.info(caller, :status) == {:status, :waiting} end,
+      2_000,
+      "the caller to wait for its script's answer"
+    )
+
+    # Stopped by its deadline, or by bashkit's work budget if that comes first.
+    assert_receive {:ended, {:error, %Error{reason: reason}}}, 20_000
+    assert reason in [:timeout, :limit]
+    assert {:ok, %Result{stdout: "3000\n"}} = Session.exec(s, @finite)
+    sum = "s=0; for ((i = 0; i < 5000; i++)); do s=$((s + i)); done; echo $s"
+    assert {:ok, %Result{stdout: "12497500\n"}} = Session.exec(s, sum)
   end
 
   @tag timeout: 120_000

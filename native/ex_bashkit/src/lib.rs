@@ -12,6 +12,7 @@ mod value;
 // The session core both transports share.
 mod bashkit_errors;
 mod bombs;
+mod bounded_steps;
 mod changes;
 mod config_cache;
 mod dirty;

@@ -83,6 +83,13 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 /// one of the few dirty schedulers that short scripts need.
 pub const SLICE: Duration = Duration::from_micros(500);
 
+/// The longest a script polled on a normal scheduler should hold it
+/// (a NIF may take 1 ms). Live execution yields every 64 commands; there
+/// such a script also leaves when the next 64, at what the last 64 took,
+/// would take it past this. Only a script with bounded steps polls live on
+/// a normal scheduler (`bounded_steps.rs`), so its stretches cost alike.
+const NORMAL_HOLD: Duration = Duration::from_micros(700);
+
 /// The big stack's size: the same as a runner thread's (`runtime.rs`). It
 /// is reserved address space; only what the recursion touches is committed.
 const STACK_SIZE: usize = 64 * 1024 * 1024;
@@ -413,6 +420,8 @@ fn poll_inline<T>(work: &mut BoxFuture<T>, parking: &Arc<Parking>) -> Polled<T> 
         let waker = Waker::from(Arc::clone(parking));
         let mut cx = Context::from_waker(&waker);
         let started = Instant::now();
+        let mut stretch_started = started;
+        let on_normal = ON_NORMAL.with(Cell::get);
         INLINE.with(|i| i.set(true));
         let _reset = Reset;
         loop {
@@ -420,7 +429,11 @@ fn poll_inline<T>(work: &mut BoxFuture<T>, parking: &Arc<Parking>) -> Polled<T> 
             if let Poll::Ready(output) = work.as_mut().poll(&mut cx) {
                 return Polled::Done(output);
             }
-            if PARK.with(|p| p.replace(false)) || started.elapsed() >= SLICE {
+            let now = Instant::now();
+            let (elapsed, stretch) = (now - started, now - stretch_started);
+            stretch_started = now;
+            let held_too_long = on_normal && elapsed + stretch >= NORMAL_HOLD;
+            if PARK.with(|p| p.replace(false)) || elapsed >= SLICE || held_too_long {
                 return Polled::Yielded;
             }
             if !parking.was_woken() {
@@ -528,6 +541,57 @@ mod tests {
         );
         assert_eq!(out, None);
         assert!(!rx.recv_timeout(Duration::from_secs(5)).unwrap());
+    }
+
+    /// A script of `stretches` stretches of `each` work, yielding after
+    /// each: how many it ran when an inline poll gave it up.
+    fn stretches_run_inline(stretches: u32, each: Duration, on_normal: bool) -> u32 {
+        let ran = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let counted = Arc::clone(&ran);
+        let mut work = boxed(async move {
+            for _ in 0..stretches {
+                let started = Instant::now();
+                while started.elapsed() < each {
+                    std::hint::spin_loop();
+                }
+                counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                bashkit_like_yield().await;
+            }
+        });
+        let parking = Parking::new();
+        let polled = match on_normal {
+            true => on_normal_scheduler(|| poll_inline(&mut work, &parking)),
+            false => poll_inline(&mut work, &parking),
+        };
+        assert!(matches!(polled, Polled::Yielded));
+        ran.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// What bashkit's live execution does every 64 commands.
+    async fn bashkit_like_yield() {
+        let mut yielded = false;
+        std::future::poll_fn(move |cx| {
+            if std::mem::replace(&mut yielded, true) {
+                Poll::Ready(())
+            } else {
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    #[test]
+    fn on_a_normal_scheduler_a_script_leaves_before_its_next_stretch_would_hold_it_too_long() {
+        // A second stretch like the first would end past NORMAL_HOLD: it
+        // leaves after one (elsewhere it would run a second, as it is
+        // still within its slice; not asserted: a test thread preempted
+        // for 100 µs would end the slice first).
+        let long = Duration::from_micros(400);
+        assert_eq!(stretches_run_inline(10, long, true), 1);
+        // Short stretches go on there (until the slice is over).
+        let short = Duration::from_micros(100);
+        assert!(stretches_run_inline(100, short, true) >= 2);
     }
 
     #[test]

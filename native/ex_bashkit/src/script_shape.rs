@@ -38,6 +38,11 @@
 //!   each session and runs a quick script on the caller's own scheduler
 //!   when the measure says it fits (`session.rs`, `Session::quick_fits`).
 //!
+//! - [`ScriptShape::bounded_steps`]: it may loop, but each of its commands
+//!   costs at most what its text and a few integers bound
+//!   (`bounded_steps.rs`): such a loop runs on the caller's scheduler too,
+//!   for a time slice (`session.rs`).
+//!
 //! A session's own commands (its custom builtins, [`OwnCommands`]) count
 //! as quick builtins: each is answered by an Elixir function, runs no shell
 //! code and leaves none behind, and what it costs here (a message out, the
@@ -244,6 +249,8 @@ pub struct ScriptShape {
     pub keeps_session_plain: bool,
     /// Short, and bounded by its own text (see the module doc).
     pub quick: bool,
+    /// Each command bounded by its text, loops allowed (`bounded_steps.rs`).
+    pub bounded_steps: bool,
     /// Its simple commands, assignments included.
     pub commands: u32,
 }
@@ -253,6 +260,7 @@ impl ScriptShape {
         short: false,
         keeps_session_plain: false,
         quick: false,
+        bounded_steps: false,
         commands: 0,
     };
 }
@@ -292,7 +300,7 @@ impl OwnCommands {
 
     /// Whether `name` is one of them and nothing else already: a name
     /// that runs code stays what [`RUNS_CODE`] says it is.
-    fn has(&self, name: &str) -> bool {
+    pub fn has(&self, name: &str) -> bool {
         !RUNS_CODE.contains(&name) && self.names.iter().any(|own| own == name)
     }
 }
@@ -350,6 +358,7 @@ fn read(script: &str, own: &OwnCommands) -> ScriptShape {
         short,
         keeps_session_plain: walk.plain,
         quick: short && walk.quick,
+        bounded_steps: walk.plain && crate::bounded_steps::read(&parsed.commands, own),
         commands: u32::try_from(walk.count).unwrap_or(u32::MAX),
     }
 }

@@ -107,6 +107,31 @@ fn fits_budget(shape: ScriptShape, cost_ns: u64) -> bool {
     cost_ns != 0 && shape.quick && cost_ns.saturating_mul(commands) <= QUICK_BUDGET_NS
 }
 
+/// How many commands bashkit's live execution runs between two yields,
+/// where the runner checks its time slice (`runner::SLICE`).
+const COMMANDS_BETWEEN_YIELDS: u64 = 64;
+
+/// Whether a script of `shape` has bounded steps and the commands it runs
+/// before its first yield, at `cost_ns` each (0: unknown), fit
+/// [`STEPS_BUDGET_NS`]. Polled on a normal scheduler, it leaves at a later
+/// yield when the next stretch, at what the last one took, would hold the
+/// scheduler past 700 µs (`runner.rs`): so only its first stretch is
+/// estimated here.
+fn steps_fit_budget(shape: ScriptShape, cost_ns: u64) -> bool {
+    static AB: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let off = *AB.get_or_init(|| std::env::var("EXB_NO_STEPS").is_ok());
+    !off && cost_ns != 0
+        && shape.bounded_steps
+        && cost_ns.saturating_mul(COMMANDS_BETWEEN_YIELDS) <= STEPS_BUDGET_NS
+}
+
+/// What the first 64 commands of a script with bounded steps may be
+/// expected to cost on a normal scheduler. The cost per command it is read
+/// against is an exec's wall time over its commands, fixed costs included:
+/// 3–6 µs for a short loop on a session with few exported variables
+/// (bench/analysis.md), against up to 340 µs with 80 000 of them.
+const STEPS_BUDGET_NS: u64 = 500_000;
+
 /// What one command of the last quick `ExBashkit.exec/1` script cost, in
 /// nanoseconds, on a fresh interpreter (its first exec); 0 while unknown.
 /// One figure for the node, unlike a session's: every such script runs on
@@ -193,7 +218,9 @@ impl Session {
     /// the session plain. A script that may leave code behind makes the
     /// session not plain first, whether it completes or not. A session that
     /// is not plain runs everything live: its scripts are not even parsed.
-    /// Also says whether the script is quick (its cost is then noted).
+    /// Also says whether the script's commands cost what the session's
+    /// state makes one cost (quick, or with bounded steps): their cost is
+    /// then noted.
     fn run_mode_for(&self, script: &str) -> (RunMode<'static>, bool) {
         if !self.plain.load(Ordering::Relaxed) {
             return (RunMode::Live, false);
@@ -202,7 +229,10 @@ impl Session {
         if !shape.keeps_session_plain {
             self.forget_plain();
         }
-        (RunMode::for_plain(shape), shape.quick)
+        (
+            RunMode::for_plain(shape),
+            shape.quick || shape.bounded_steps,
+        )
     }
 
     /// The session may hold code from now on: a script that could define
@@ -221,7 +251,13 @@ impl Session {
     /// a script that is not quick can add many of: after one, the cost is
     /// unknown and the next quick script runs on a dirty scheduler, which
     /// measures it again.
-    pub fn quick_fits(&self, script: &str) -> bool {
+    ///
+    /// With `loops` (a normal scheduler in the node), a script with bounded
+    /// steps fits too when 64 of its commands at that cost fit the budget:
+    /// it runs there for a time slice at most (`runner.rs`), and then the
+    /// 64 commands before its next yield. Not on a worker's frame reader,
+    /// which reads the frames of every session of its worker.
+    pub fn quick_fits(&self, script: &str, loops: bool) -> bool {
         if script.len() > QUICK_SCRIPT_BYTES || !self.plain.load(Ordering::Relaxed) {
             return false;
         }
@@ -229,16 +265,20 @@ impl Session {
         if cost == 0 || !self.host_mounts.lock().is_empty() {
             return false;
         }
-        fits_budget(script_shape::of(script, &self.own_commands), cost)
+        let shape = script_shape::of(script, &self.own_commands);
+        fits_budget(shape, cost) || loops && steps_fit_budget(shape, cost)
     }
 
     /// Whether exec `call` of `script` may run on a thread that must not be
-    /// held for long (a normal scheduler in the node, the frame reader in a
-    /// worker): [`Session::quick_fits`], and neither stdin (its size is not
-    /// the script's), streaming (chunks go out from a runner) nor
-    /// `track_changes` (two scans of the whole filesystem).
-    pub fn quick_call_fits(&self, script: &str, call: &ExecCallOptions) -> bool {
-        call.stdin.is_none() && !call.stream && !call.track_changes && self.quick_fits(script)
+    /// held for long (a normal scheduler in the node, `loops` allowed; the
+    /// frame reader in a worker): [`Session::quick_fits`], and neither
+    /// stdin (its size is not the script's), streaming (chunks go out from
+    /// a runner) nor `track_changes` (two scans of the whole filesystem).
+    pub fn quick_call_fits(&self, script: &str, call: &ExecCallOptions, loops: bool) -> bool {
+        call.stdin.is_none()
+            && !call.stream
+            && !call.track_changes
+            && self.quick_fits(script, loops)
     }
 
     /// Remember what an exec's commands cost, if it was quick; else forget.
@@ -579,7 +619,7 @@ pub fn exec(
     // per session). Anything else goes straight to the runners.
     let inline = !call.stream
         && (!runtime::in_worker()
-            || session.quick_call_fits(&script, &call) && session.alone_in_flight(exec_id));
+            || session.quick_call_fits(&script, &call, false) && session.alone_in_flight(exec_id));
     // A command that may run for long without yielding gets a thread of
     // its own (`runner::drive_on_own_thread`).
     let own_thread = script_shape::names_long_command(&script);
@@ -1050,7 +1090,7 @@ fn runs_here(session: &Session, script: Term, call: Term) -> Option<ExecCallOpti
         return None;
     }
     let call = decode_call(call).ok()?;
-    session.quick_call_fits(script, &call).then_some(call)
+    session.quick_call_fits(script, &call, true).then_some(call)
 }
 
 /// The text of `script` when it may be quick: at most
@@ -1404,19 +1444,19 @@ mod tests {
             wall_time_us,
         };
         // Nothing measured yet.
-        assert!(!session.quick_fits("echo hi"));
+        assert!(!session.quick_fits("echo hi", false));
         session.note_cost(true, &measured(20), Duration::ZERO);
-        assert!(session.quick_fits("echo hi"));
-        assert!(session.quick_fits("cd /tmp; x=1; echo a b"));
-        assert!(!session.quick_fits("echo $x"));
-        assert!(!session.quick_fits(&format!("echo {}", "x".repeat(QUICK_SCRIPT_BYTES))));
+        assert!(session.quick_fits("echo hi", false));
+        assert!(session.quick_fits("cd /tmp; x=1; echo a b", false));
+        assert!(!session.quick_fits("echo $x", false));
+        assert!(!session.quick_fits(&format!("echo {}", "x".repeat(QUICK_SCRIPT_BYTES)), false));
         session.note_cost(true, &measured(QUICK_BUDGET_NS / 1000 / 2), Duration::ZERO);
-        assert!(session.quick_fits("echo a; echo b"));
-        assert!(!session.quick_fits("echo a; echo b; echo c"));
+        assert!(session.quick_fits("echo a; echo b", false));
+        assert!(!session.quick_fits("echo a; echo b; echo c", false));
         // Time spent waiting for Elixir's answers is not the commands' cost.
         let waited = Duration::from_micros(QUICK_BUDGET_NS / 1000);
         session.note_cost(true, &measured(QUICK_BUDGET_NS / 1000 + 20), waited);
-        assert!(session.quick_fits("echo a; echo b; echo c"));
+        assert!(session.quick_fits("echo a; echo b; echo c", false));
         // A call with stdin, streamed or tracking changes never runs there.
         let call = |stdin: Option<&[u8]>, stream, track_changes| ExecCallOptions {
             stdin: stdin.map(|bytes| Bytes(bytes.to_vec())),
@@ -1424,11 +1464,11 @@ mod tests {
             timeout_ms: None,
             track_changes,
         };
-        assert!(session.quick_call_fits("echo hi", &call(None, false, false)));
-        assert!(!session.quick_call_fits("echo hi", &call(Some(b""), false, false)));
-        assert!(!session.quick_call_fits("echo hi", &call(None, true, false)));
-        assert!(!session.quick_call_fits("echo hi", &call(None, false, true)));
-        assert!(!session.quick_call_fits("echo $x", &call(None, false, false)));
+        assert!(session.quick_call_fits("echo hi", &call(None, false, false), false));
+        assert!(!session.quick_call_fits("echo hi", &call(Some(b""), false, false), false));
+        assert!(!session.quick_call_fits("echo hi", &call(None, true, false), false));
+        assert!(!session.quick_call_fits("echo hi", &call(None, false, true), false));
+        assert!(!session.quick_call_fits("echo $x", &call(None, false, false), false));
         // A call that arrived before, still in flight, keeps its place.
         let (first, second) = (ExecTicket::new(), ExecTicket::new());
         session.register_call(1, &first);
@@ -1439,7 +1479,37 @@ mod tests {
         assert!(session.alone_in_flight(2));
         session.forget_call(2);
         session.note_cost(false, &measured(20), Duration::ZERO);
-        assert!(!session.quick_fits("echo hi"));
+        assert!(!session.quick_fits("echo hi", false));
+    }
+
+    #[test]
+    fn a_loop_with_bounded_steps_fits_a_normal_scheduler_when_64_commands_fit_the_budget() {
+        let config = Arc::new(SessionConfig::default());
+        let session = Session::new(config, &Value::bin(b"session tests")).unwrap();
+        let cost = || session.quick_cost_ns.load(Ordering::Relaxed);
+        let looping = "i=0; while [ $i -lt 50 ]; do i=$((i + 1)); done; echo $i";
+        // Its cost is unknown until an exec measures it; then a loop of any
+        // length fits, there only.
+        assert!(!session.quick_fits(looping, true));
+        run(&session, looping);
+        assert!(cost() > 0);
+        // (An interpreter's first exec is cold: measured again.)
+        run(&session, looping);
+        eprintln!("cost per command {} ns", cost());
+        assert!(session.quick_fits(looping, true));
+        assert!(session.quick_fits("while :; do :; done", true));
+        assert!(!session.quick_fits(looping, false));
+        assert!(!session.quick_fits("while [ $j -lt 5 ]; do :; done", true));
+        // 64 commands at the measured cost must fit the budget.
+        let per_command = STEPS_BUDGET_NS / COMMANDS_BETWEEN_YIELDS / 1000;
+        let measured = |wall_time_us| Metrics {
+            commands: 1,
+            wall_time_us,
+        };
+        session.note_cost(true, &measured(per_command), Duration::ZERO);
+        assert!(session.quick_fits(looping, true));
+        session.note_cost(true, &measured(per_command + 1), Duration::ZERO);
+        assert!(!session.quick_fits(looping, true));
     }
 
     #[test]

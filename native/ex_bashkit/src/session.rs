@@ -118,9 +118,7 @@ const COMMANDS_BETWEEN_YIELDS: u64 = 64;
 /// scheduler past 700 µs (`runner.rs`): so only its first stretch is
 /// estimated here.
 fn steps_fit_budget(shape: ScriptShape, cost_ns: u64) -> bool {
-    static AB: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let off = *AB.get_or_init(|| std::env::var("EXB_NO_STEPS").is_ok());
-    !off && cost_ns != 0
+    cost_ns != 0
         && shape.bounded_steps
         && cost_ns.saturating_mul(COMMANDS_BETWEEN_YIELDS) <= STEPS_BUDGET_NS
 }
@@ -281,7 +279,8 @@ impl Session {
             && self.quick_fits(script, loops)
     }
 
-    /// Remember what an exec's commands cost, if it was quick; else forget.
+    /// Remember what an exec's commands cost, if it was quick or had
+    /// bounded steps (neither grows what the next one pays); else forget.
     /// The time its back-calls `waited` for Elixir is not theirs: the
     /// script held no thread then.
     fn note_cost(&self, quick: bool, metrics: &Metrics, waited: Duration) {

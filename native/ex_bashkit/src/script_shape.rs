@@ -256,7 +256,7 @@ pub struct ScriptShape {
 }
 
 impl ScriptShape {
-    const UNKNOWN: Self = Self {
+    pub const UNKNOWN: Self = Self {
         short: false,
         keeps_session_plain: false,
         quick: false,

@@ -87,6 +87,9 @@ pub struct Session {
     /// may have grown the state the cost depends on. Read by
     /// [`Session::quick_fits`].
     quick_cost_ns: AtomicU64,
+    /// How long its last exec with bounded steps took, in µs (0: none
+    /// yet): see [`LOOP_INLINE_WALL_US`].
+    last_loop_wall_us: AtomicU64,
     /// Its custom builtins, which its scripts' shapes count as builtins.
     own_commands: OwnCommands,
 }
@@ -122,6 +125,15 @@ fn steps_fit_budget(shape: ScriptShape, cost_ns: u64) -> bool {
         && shape.bounded_steps
         && cost_ns.saturating_mul(COMMANDS_BETWEEN_YIELDS) <= STEPS_BUDGET_NS
 }
+
+/// A loop with bounded steps starts on the caller's scheduler only when the
+/// session's last one took no longer than this: it would likely end there
+/// again (it may hold it 700 µs). One that outlives its time there goes on
+/// on the runners, and that move costs it more than the same move from a
+/// dirty scheduler (5–18 % of the wall time of a 100 to 400 iteration
+/// loop, bench/analysis.md 2026-11-28 16:15): so after a long loop, the
+/// next starts on a dirty scheduler, which measures it again.
+const LOOP_INLINE_WALL_US: u64 = 600;
 
 /// What the first 64 commands of a script with bounded steps may be
 /// expected to cost on a normal scheduler. The cost per command it is read
@@ -177,6 +189,7 @@ impl Session {
             host_mounts: Mutex::new(config.mounts.clone()),
             plain: AtomicBool::new(plain_when_built(&config)),
             quick_cost_ns: AtomicU64::new(0),
+            last_loop_wall_us: AtomicU64::new(0),
             own_commands: OwnCommands::new(&config.builtins),
             config,
         }))
@@ -216,21 +229,17 @@ impl Session {
     /// the session plain. A script that may leave code behind makes the
     /// session not plain first, whether it completes or not. A session that
     /// is not plain runs everything live: its scripts are not even parsed.
-    /// Also says whether the script's commands cost what the session's
-    /// state makes one cost (quick, or with bounded steps): their cost is
-    /// then noted.
-    fn run_mode_for(&self, script: &str) -> (RunMode<'static>, bool) {
+    /// Also gives the script's shape, read on a plain session only: what
+    /// its exec costs is then noted ([`Session::note_cost`]).
+    fn run_mode_for(&self, script: &str) -> (RunMode<'static>, Option<ScriptShape>) {
         if !self.plain.load(Ordering::Relaxed) {
-            return (RunMode::Live, false);
+            return (RunMode::Live, None);
         }
         let shape = script_shape::of(script, &self.own_commands);
         if !shape.keeps_session_plain {
             self.forget_plain();
         }
-        (
-            RunMode::for_plain(shape),
-            shape.quick || shape.bounded_steps,
-        )
+        (RunMode::for_plain(shape), Some(shape))
     }
 
     /// The session may hold code from now on: a script that could define
@@ -264,7 +273,8 @@ impl Session {
             return false;
         }
         let shape = script_shape::of(script, &self.own_commands);
-        fits_budget(shape, cost) || loops && steps_fit_budget(shape, cost)
+        let last_loop_short = self.last_loop_wall_us.load(Ordering::Relaxed) <= LOOP_INLINE_WALL_US;
+        fits_budget(shape, cost) || loops && last_loop_short && steps_fit_budget(shape, cost)
     }
 
     /// Whether exec `call` of `script` may run on a thread that must not be
@@ -279,23 +289,27 @@ impl Session {
             && self.quick_fits(script, loops)
     }
 
-    /// Remember what an exec's commands cost, if it was quick or had
-    /// bounded steps (neither grows what the next one pays); else forget.
-    /// The time its back-calls `waited` for Elixir is not theirs: the
-    /// script held no thread then.
-    fn note_cost(&self, quick: bool, metrics: &Metrics, waited: Duration) {
-        let per_command = match quick {
-            true => {
-                let waited_us = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
-                let busy = Metrics {
-                    wall_time_us: metrics.wall_time_us.saturating_sub(waited_us),
-                    ..*metrics
-                };
-                busy.cost_per_command_ns()
-            }
+    /// Remember what an exec of a script of `shape` (`None`: not read, or
+    /// not to be measured) cost per command if it was quick or had bounded
+    /// steps (neither grows what the next one pays), else forget; and how
+    /// long it took if it had bounded steps. The time its back-calls
+    /// `waited` for Elixir is not theirs: the script held no thread then.
+    fn note_cost(&self, shape: Option<ScriptShape>, metrics: &Metrics, waited: Duration) {
+        let shape = shape.unwrap_or(ScriptShape::UNKNOWN);
+        let waited_us = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
+        let busy = Metrics {
+            wall_time_us: metrics.wall_time_us.saturating_sub(waited_us),
+            ..*metrics
+        };
+        let per_command = match shape.quick || shape.bounded_steps {
+            true => busy.cost_per_command_ns(),
             false => 0,
         };
         self.quick_cost_ns.store(per_command, Ordering::Relaxed);
+        if shape.bounded_steps {
+            let wall_us = busy.wall_time_us.max(1);
+            self.last_loop_wall_us.store(wall_us, Ordering::Relaxed);
+        }
     }
 
     /// How long this session's back-calls have waited for Elixir in all,
@@ -653,8 +667,8 @@ pub fn exec(
                 false => None,
             };
             let options = bashkit_options(&mut call);
-            let (mode, quick) = match call.stream {
-                true => (RunMode::Streamed(&caller), false),
+            let (mode, shape) = match call.stream {
+                true => (RunMode::Streamed(&caller), None),
                 false => session.run_mode_for(&script),
             };
             let waited = session.waited_for_elixir();
@@ -662,7 +676,8 @@ pub fn exec(
             let result = run_script(&mut bash, &script, options, &partial, mode).await;
             let metrics = metering.stop(&bash);
             let waited = Duration::from_nanos(session.waited_for_elixir().saturating_sub(waited));
-            session.note_cost(quick && !call.track_changes, &metrics, waited);
+            let measured = shape.filter(|_| !call.track_changes);
+            session.note_cost(measured, &metrics, waited);
             let changes = match before {
                 Some(before) => Some(changes::diff(
                     &before,
@@ -1442,19 +1457,20 @@ mod tests {
             commands: 1,
             wall_time_us,
         };
+        let quick = Some(script_shape::of("echo hi", &OwnCommands::NONE));
         // Nothing measured yet.
         assert!(!session.quick_fits("echo hi", false));
-        session.note_cost(true, &measured(20), Duration::ZERO);
+        session.note_cost(quick, &measured(20), Duration::ZERO);
         assert!(session.quick_fits("echo hi", false));
         assert!(session.quick_fits("cd /tmp; x=1; echo a b", false));
         assert!(!session.quick_fits("echo $x", false));
         assert!(!session.quick_fits(&format!("echo {}", "x".repeat(QUICK_SCRIPT_BYTES)), false));
-        session.note_cost(true, &measured(QUICK_BUDGET_NS / 1000 / 2), Duration::ZERO);
+        session.note_cost(quick, &measured(QUICK_BUDGET_NS / 1000 / 2), Duration::ZERO);
         assert!(session.quick_fits("echo a; echo b", false));
         assert!(!session.quick_fits("echo a; echo b; echo c", false));
         // Time spent waiting for Elixir's answers is not the commands' cost.
         let waited = Duration::from_micros(QUICK_BUDGET_NS / 1000);
-        session.note_cost(true, &measured(QUICK_BUDGET_NS / 1000 + 20), waited);
+        session.note_cost(quick, &measured(QUICK_BUDGET_NS / 1000 + 20), waited);
         assert!(session.quick_fits("echo a; echo b; echo c", false));
         // A call with stdin, streamed or tracking changes never runs there.
         let call = |stdin: Option<&[u8]>, stream, track_changes| ExecCallOptions {
@@ -1477,7 +1493,7 @@ mod tests {
         session.forget_call(1);
         assert!(session.alone_in_flight(2));
         session.forget_call(2);
-        session.note_cost(false, &measured(20), Duration::ZERO);
+        session.note_cost(None, &measured(20), Duration::ZERO);
         assert!(!session.quick_fits("echo hi", false));
     }
 
@@ -1486,29 +1502,40 @@ mod tests {
         let config = Arc::new(SessionConfig::default());
         let session = Session::new(config, &Value::bin(b"session tests")).unwrap();
         let cost = || session.quick_cost_ns.load(Ordering::Relaxed);
+        let last_loop = || session.last_loop_wall_us.load(Ordering::Relaxed);
         let looping = "i=0; while [ $i -lt 50 ]; do i=$((i + 1)); done; echo $i";
-        // Its cost is unknown until an exec measures it; then a loop of any
-        // length fits, there only.
+        // Unknown until an exec measures it: its cost per command, and how
+        // long the loop took.
         assert!(!session.quick_fits(looping, true));
         run(&session, looping);
-        assert!(cost() > 0);
-        // (An interpreter's first exec is cold: measured again.)
-        run(&session, looping);
-        eprintln!("cost per command {} ns", cost());
+        assert!(cost() > 0 && last_loop() > 0);
+        // Then a loop of any length fits, on a normal scheduler only, when
+        // 64 commands at the measured cost fit the budget.
+        let measured = |commands, wall_time_us| Metrics {
+            commands,
+            wall_time_us,
+        };
+        let looped = Some(script_shape::of(looping, &OwnCommands::NONE));
+        let per_command = STEPS_BUDGET_NS / COMMANDS_BETWEEN_YIELDS / 1000;
+        session.note_cost(looped, &measured(1, per_command), Duration::ZERO);
         assert!(session.quick_fits(looping, true));
         assert!(session.quick_fits("while :; do :; done", true));
         assert!(!session.quick_fits(looping, false));
         assert!(!session.quick_fits("while [ $j -lt 5 ]; do :; done", true));
-        // 64 commands at the measured cost must fit the budget.
-        let per_command = STEPS_BUDGET_NS / COMMANDS_BETWEEN_YIELDS / 1000;
-        let measured = |wall_time_us| Metrics {
-            commands: 1,
-            wall_time_us,
-        };
-        session.note_cost(true, &measured(per_command), Duration::ZERO);
-        assert!(session.quick_fits(looping, true));
-        session.note_cost(true, &measured(per_command + 1), Duration::ZERO);
+        session.note_cost(looped, &measured(1, per_command + 1), Duration::ZERO);
         assert!(!session.quick_fits(looping, true));
+        // After a loop that took long, the next starts on a dirty scheduler
+        // (which measures it again); after a short one, here. Quick scripts
+        // are not concerned.
+        session.note_cost(
+            looped,
+            &measured(100, LOOP_INLINE_WALL_US + 1),
+            Duration::ZERO,
+        );
+        assert!(!session.quick_fits(looping, true));
+        assert!(session.quick_fits("echo hi", true));
+        session.note_cost(looped, &measured(100, LOOP_INLINE_WALL_US), Duration::ZERO);
+        assert!(session.quick_fits(looping, true));
     }
 
     #[test]

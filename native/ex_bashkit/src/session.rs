@@ -1531,12 +1531,16 @@ mod tests {
         // are not concerned.
         session.note_cost(
             looped,
-            &measured(100, LOOP_INLINE_WALL_US + 1),
+            &measured(1_000, LOOP_INLINE_WALL_US + 1),
             Duration::ZERO,
         );
         assert!(!session.quick_fits(looping, true));
         assert!(session.quick_fits("echo hi", true));
-        session.note_cost(looped, &measured(100, LOOP_INLINE_WALL_US), Duration::ZERO);
+        session.note_cost(
+            looped,
+            &measured(1_000, LOOP_INLINE_WALL_US),
+            Duration::ZERO,
+        );
         assert!(session.quick_fits(looping, true));
     }
 

@@ -4,7 +4,7 @@
 //! scheduler, and while it runs there the caller's own scheduler has
 //! nothing to do: the VM lets it spin before it sleeps, about 270–330 µs of
 //! CPU per exec on this project's 2-core machine (bench/analysis.md,
-//! 2026-11-28 16:15). For a short loop (a 50-iteration `while`, ~400 µs)
+//! 2026-11-28 16:05). For a short loop (a 50-iteration `while`, ~400 µs)
 //! that spin nearly doubles what the exec costs. Such a loop can run on the
 //! caller's scheduler instead if nothing in it can make one command
 //! expensive: bashkit's live execution yields every 64 commands, where the
@@ -31,7 +31,8 @@
 //! command costs is then bashkit's own per-command cost, which grows with
 //! the session's exported variables: the session measures it
 //! (`Session::quick_fits`). Being wrong here would hold a normal scheduler,
-//! so the rules only admit, and everything else runs as before.
+//! so the rules admit only what they can bound; everything else runs as
+//! before.
 
 use bashkit::parser::{
     ArithmeticForCommand, AssignmentValue, Command, CompoundCommand, ListOperator, SimpleCommand,

@@ -127,14 +127,14 @@ fn steps_fit_budget(shape: ScriptShape, cost_ns: u64) -> bool {
 }
 
 /// A loop with bounded steps starts on the caller's scheduler only when the
-/// session's last one took no longer than this: it would likely end there
-/// again (it may hold it 700 µs; the rest is room for a slow stretch of
-/// the host, in which a 50-iteration loop takes 600 µs, against 400 µs in
-/// a fast one). One that outlives its time there goes on
-/// on the runners, and that move costs it more than the same move from a
-/// dirty scheduler (5–18 % of the wall time of a 100 to 400 iteration
-/// loop, bench/analysis.md 2026-11-28 16:15): so after a long loop, the
-/// next starts on a dirty scheduler, which measures it again.
+/// session's last one took no longer than this, so that it likely ends
+/// there again: it may hold it 700 µs, and the rest is room for the host's
+/// slow stretches (a 50-iteration loop: 400 µs in a fast one, 600 µs in a
+/// slow one). One that outlives its time there goes on on the runners, and
+/// that move costs it more than the same move from a dirty scheduler (up
+/// to 18 % of the wall time of a 100 to 400 iteration loop,
+/// bench/analysis.md 2026-11-28 16:05): so after a long loop, the next
+/// starts on a dirty scheduler, which measures it again.
 const LOOP_INLINE_WALL_US: u64 = 800;
 
 /// What the first 64 commands of a script with bounded steps may be
@@ -262,10 +262,11 @@ impl Session {
     /// measures it again.
     ///
     /// With `loops` (a normal scheduler in the node), a script with bounded
-    /// steps fits too when 64 of its commands at that cost fit the budget:
-    /// it runs there for a time slice at most (`runner.rs`), and then the
-    /// 64 commands before its next yield. Not on a worker's frame reader,
-    /// which reads the frames of every session of its worker.
+    /// steps fits too when 64 of its commands at that cost fit
+    /// [`STEPS_BUDGET_NS`] and the session's last such loop was short
+    /// ([`LOOP_INLINE_WALL_US`]): it runs there for a time slice at most
+    /// (`runner.rs`). Not on a worker's frame reader, which reads the
+    /// frames of every session of its worker.
     pub fn quick_fits(&self, script: &str, loops: bool) -> bool {
         if script.len() > QUICK_SCRIPT_BYTES || !self.plain.load(Ordering::Relaxed) {
             return false;

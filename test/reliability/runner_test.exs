@@ -86,6 +86,31 @@ defmodule ExBashkit.Reliability.RunnerTest do
     assert {:ok, %Result{stdout: "12497500\n"}} = Session.exec(s, sum)
   end
 
+  # A quick script (`echo hi`) runs on the caller's scheduler only while
+  # the session holds no code that could run in its stead. A streamed
+  # script that defines a function named `echo` must count, as any other.
+  @tag timeout: 60_000
+  test "a function a streamed script defined never runs on the caller's scheduler" do
+    s = Session.new(isolation: :in_node, limits: @uncapped ++ [timeout_ms: 30_000])
+    assert {:ok, %Result{stdout: "hi\n"}} = Session.exec(s, "echo hi")
+    assert [exit: 0] = Enum.to_list(Session.stream(s, "echo() { while :; do :; done; }"))
+
+    for _ <- 1..2 do
+      parent = self()
+
+      caller =
+        spawn(fn -> send(parent, {:ended, Session.exec(s, "echo hi", timeout_ms: 3_000)}) end)
+
+      Health.wait_until(
+        fn -> Process.info(caller, :status) == {:status, :waiting} end,
+        2_000,
+        "the caller to wait for its script's answer"
+      )
+
+      assert_receive {:ended, {:error, %Error{}}}, 20_000
+    end
+  end
+
   @tag timeout: 120_000
   test "scripts waiting for a builtin hold no runner" do
     parent = self()

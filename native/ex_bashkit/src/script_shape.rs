@@ -237,6 +237,13 @@ const RUNS_CODE: &[&str] = &[
     "xargs",
 ];
 
+/// Commands that give variables attributes: `readonly` (an assignment to
+/// the variable then fails and the old value stays) or a nameref (the
+/// name then reads another variable). A loop that reads its own integers
+/// relies on their assignments (`bounded_steps.rs`), so a session where
+/// one of these ran keeps its loops off the caller's scheduler.
+const SETS_ATTRIBUTES: &[&str] = &["declare", "local", "readonly", "typeset"];
+
 /// `set -o` options a plain session may take: none changes what runs.
 const PLAIN_SET_OPTIONS: &[&str] = &["errexit", "nounset", "pipefail", "noglob", "noclobber"];
 
@@ -251,6 +258,8 @@ pub struct ScriptShape {
     pub quick: bool,
     /// Each command bounded by its text, loops allowed (`bounded_steps.rs`).
     pub bounded_steps: bool,
+    /// It may give variables attributes ([`SETS_ATTRIBUTES`]).
+    pub sets_attributes: bool,
     /// Its simple commands, assignments included.
     pub commands: u32,
 }
@@ -261,6 +270,7 @@ impl ScriptShape {
         keeps_session_plain: false,
         quick: false,
         bounded_steps: false,
+        sets_attributes: true,
         commands: 0,
     };
 }
@@ -351,6 +361,7 @@ fn read(script: &str, own: &OwnCommands) -> ScriptShape {
         straight: !CODE_MARKERS.iter().any(|m| script.contains(m)),
         plain: true,
         quick: true,
+        sets_attributes: false,
     };
     walk.commands(&parsed.commands);
     let short = walk.straight && walk.plain && walk.count <= MAX_COMMANDS;
@@ -359,6 +370,7 @@ fn read(script: &str, own: &OwnCommands) -> ScriptShape {
         keeps_session_plain: walk.plain,
         quick: short && walk.quick,
         bounded_steps: walk.plain && crate::bounded_steps::read(&parsed.commands, own),
+        sets_attributes: walk.sets_attributes,
         commands: u32::try_from(walk.count).unwrap_or(u32::MAX),
     }
 }
@@ -375,6 +387,8 @@ struct Walk<'a> {
     plain: bool,
     /// Every command is one a quick script may hold ([`Walk::quick_simple`]).
     quick: bool,
+    /// A command gives variables attributes ([`SETS_ATTRIBUTES`]).
+    sets_attributes: bool,
 }
 
 impl Walk<'_> {
@@ -483,6 +497,7 @@ impl Walk<'_> {
         if !SHORT_COMMANDS.contains(&name) && !own {
             self.straight = false;
         }
+        self.sets_attributes |= SETS_ATTRIBUTES.contains(&name);
         let plain = match name {
             "set" => set_keeps_plain(&simple.args),
             name => !RUNS_CODE.contains(&name),
@@ -636,6 +651,15 @@ mod tests {
             assert!(shape.quick && shape.short, "{script}");
         }
         assert_eq!(read("echo a; echo b; x=1", &OwnCommands::NONE).commands, 3);
+        for script in [
+            "readonly x=1",
+            "declare -n r=x",
+            "typeset -r y",
+            "f() { local -n z; }",
+        ] {
+            assert!(read(script, &OwnCommands::NONE).sets_attributes, "{script}");
+        }
+        assert!(!read("echo hi; x=1", &OwnCommands::NONE).sets_attributes);
         for script in [
             // An expansion can be as big as the session's variables.
             "echo $HOME",

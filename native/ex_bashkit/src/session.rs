@@ -90,6 +90,10 @@ pub struct Session {
     /// How long its last exec with bounded steps took, in µs (0: none
     /// yet): see [`LOOP_INLINE_WALL_US`].
     last_loop_wall_us: AtomicU64,
+    /// A script that may give variables attributes ran on it
+    /// (`script_shape::SETS_ATTRIBUTES`): its loops stay off the caller's
+    /// scheduler. Cleared by `reset`.
+    attributes_set: AtomicBool,
     /// Its custom builtins, which its scripts' shapes count as builtins.
     own_commands: OwnCommands,
 }
@@ -192,6 +196,7 @@ impl Session {
             plain: AtomicBool::new(plain_when_built(&config)),
             quick_cost_ns: AtomicU64::new(0),
             last_loop_wall_us: AtomicU64::new(0),
+            attributes_set: AtomicBool::new(false),
             own_commands: OwnCommands::new(&config.builtins),
             config,
         }))
@@ -241,6 +246,9 @@ impl Session {
         if !shape.keeps_session_plain {
             self.forget_plain();
         }
+        if shape.sets_attributes {
+            self.attributes_set.store(true, Ordering::Relaxed);
+        }
         (RunMode::for_plain(shape), Some(shape))
     }
 
@@ -263,9 +271,9 @@ impl Session {
     ///
     /// With `loops` (a normal scheduler in the node), a script with bounded
     /// steps fits too when 64 of its commands at that cost fit
-    /// [`STEPS_BUDGET_NS`] and the session's last such loop was short
-    /// ([`LOOP_INLINE_WALL_US`]): it runs there for a time slice at most
-    /// (`runner.rs`). Not on a worker's frame reader, which reads the
+    /// [`STEPS_BUDGET_NS`], the session's last such loop was short
+    /// ([`LOOP_INLINE_WALL_US`]) and no script gave its variables
+    /// attributes: it runs there for a time slice at most (`runner.rs`). Not on a worker's frame reader, which reads the
     /// frames of every session of its worker.
     pub fn quick_fits(&self, script: &str, loops: bool) -> bool {
         if script.len() > QUICK_SCRIPT_BYTES || !self.plain.load(Ordering::Relaxed) {
@@ -276,8 +284,10 @@ impl Session {
             return false;
         }
         let shape = script_shape::of(script, &self.own_commands);
-        let last_loop_short = self.last_loop_wall_us.load(Ordering::Relaxed) <= LOOP_INLINE_WALL_US;
-        fits_budget(shape, cost) || loops && last_loop_short && steps_fit_budget(shape, cost)
+        let loops = loops
+            && !self.attributes_set.load(Ordering::Relaxed)
+            && self.last_loop_wall_us.load(Ordering::Relaxed) <= LOOP_INLINE_WALL_US;
+        fits_budget(shape, cost) || loops && steps_fit_budget(shape, cost)
     }
 
     /// Whether exec `call` of `script` may run on a thread that must not be
@@ -670,9 +680,13 @@ pub fn exec(
                 false => None,
             };
             let options = bashkit_options(&mut call);
+            // Read for every exec, streamed ones too: what a script may
+            // leave behind (a function shadowing `echo`) decides where the
+            // session's next quick script may run.
+            let (plain_mode, shape) = session.run_mode_for(&script);
             let (mode, shape) = match call.stream {
                 true => (RunMode::Streamed(&caller), None),
-                false => session.run_mode_for(&script),
+                false => (plain_mode, shape),
             };
             let waited = session.waited_for_elixir();
             let metering = Metering::start(&bash);
@@ -913,6 +927,7 @@ pub fn reset(op: Op, reply: ReplyTo) {
                 .plain
                 .store(plain_when_built(config), Ordering::Relaxed);
             session.quick_cost_ns.store(0, Ordering::Relaxed);
+            session.attributes_set.store(false, Ordering::Relaxed);
             Ok::<(), String>(())
         })
         .await;
@@ -1543,6 +1558,12 @@ mod tests {
             Duration::ZERO,
         );
         assert!(session.quick_fits(looping, true));
+        // Once a script may have made a variable readonly (a loop's own
+        // assignment may then fail) or a nameref, never again.
+        run(&session, "readonly i=123456789");
+        session.note_cost(looped, &measured(1_000, 100), Duration::ZERO);
+        assert!(!session.quick_fits(looping, true));
+        assert!(session.quick_fits("echo hi", true));
     }
 
     #[test]

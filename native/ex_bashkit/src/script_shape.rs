@@ -655,10 +655,13 @@ mod tests {
             "readonly x=1",
             "declare -n r=x",
             "typeset -r y",
-            "f() { local -n z; }",
+            "local -n z=x",
         ] {
             assert!(read(script, &OwnCommands::NONE).sets_attributes, "{script}");
         }
+        // A function's body is not read: defining one leaves the session
+        // not plain, which keeps every script off the caller's scheduler.
+        assert!(!read("f() { local -n z; }", &OwnCommands::NONE).keeps_session_plain);
         assert!(!read("echo hi; x=1", &OwnCommands::NONE).sets_attributes);
         for script in [
             // An expansion can be as big as the session's variables.

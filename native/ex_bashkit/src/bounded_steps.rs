@@ -27,7 +27,10 @@
 //!
 //! So no expansion can be bigger than the script's text or an integer, and
 //! no arithmetic can evaluate a string the session left behind (bash
-//! evaluates a variable's value as an expression, recursively). What each
+//! evaluates a variable's value as an expression, recursively). That holds
+//! while the script's assignments take: a session where a script may have
+//! made a variable readonly or a nameref keeps its loops off the caller's
+//! scheduler (`Session::quick_fits`, `script_shape::SETS_ATTRIBUTES`). What each
 //! command costs is then bashkit's own per-command cost, which grows with
 //! the session's exported variables: the session measures it
 //! (`Session::quick_fits`). Being wrong here would hold a normal scheduler,
@@ -39,16 +42,13 @@ use bashkit::parser::{
     UntilCommand, WhileCommand, Word, WordPart,
 };
 
-use crate::script_shape::OwnCommands;
+use crate::script_shape::{OwnCommands, EXPANDING};
 
 /// Builtins whose cost is bounded by their arguments and that write no
 /// file.
 const STEP_COMMANDS: &[&str] = &[
     ":", "[", "break", "continue", "echo", "exit", "false", "test", "true",
 ];
-
-/// Characters that make a literal word expand (globs, braces, a tilde).
-const EXPANDING: &[char] = &['*', '?', '[', '{', '~'];
 
 /// What an arithmetic expression may hold besides numbers and names.
 const ARITHMETIC_OPERATORS: &str = "+-*/%<>=!&|^~?:(), \t";

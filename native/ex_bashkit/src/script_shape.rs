@@ -192,8 +192,8 @@ const QUICK_COMMANDS: &[&str] = &[
 ];
 
 /// Characters that make a literal word expand (globs, braces, a tilde):
-/// not in a quick script's words.
-const EXPANDING: &[char] = &['*', '?', '[', '{', '~'];
+/// not in a quick script's words, nor in those of one with bounded steps.
+pub const EXPANDING: &[char] = &['*', '?', '[', '{', '~'];
 
 /// Commands that define functions, aliases, traps or shell options, or run
 /// other commands or code (strings, files, callbacks): a script naming one

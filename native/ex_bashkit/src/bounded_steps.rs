@@ -190,7 +190,7 @@ impl Steps<'_> {
     }
 
     fn own_integer(&mut self, name: &str) {
-        if !self.integers.iter().any(|known| known == name) {
+        if !self.is_own_integer(name) {
             self.integers.push(name.to_string());
         }
     }
@@ -223,26 +223,17 @@ impl Steps<'_> {
 
     /// An expression of decimal numbers, operators and own integers.
     fn arithmetic(&self, expression: &str) -> bool {
-        let bytes = expression.as_bytes();
-        let mut at = 0;
-        while at < bytes.len() {
-            let start = at;
-            if bytes[at].is_ascii_alphanumeric() || bytes[at] == b'_' {
-                while at < bytes.len() && (bytes[at].is_ascii_alphanumeric() || bytes[at] == b'_') {
-                    at += 1;
-                }
-                let token = &expression[start..at];
-                let number = token.bytes().all(|b| b.is_ascii_digit());
-                if !(number || is_name(token) && self.is_own_integer(token)) {
-                    return false;
-                }
-            } else if ARITHMETIC_OPERATORS.contains(char::from(bytes[at])) {
-                at += 1;
-            } else {
-                return false;
-            }
-        }
-        true
+        let in_token = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        expression
+            .chars()
+            .all(|c| in_token(c) || ARITHMETIC_OPERATORS.contains(c))
+            && expression
+                .split(|c| !in_token(c))
+                .filter(|token| !token.is_empty())
+                .all(|token| {
+                    token.bytes().all(|b| b.is_ascii_digit())
+                        || is_name(token) && self.is_own_integer(token)
+                })
     }
 }
 

@@ -387,11 +387,11 @@ defmodule ExBashkit.Callbacks do
       deadline: System.monotonic_time(:millisecond) + context.timeout
     }
 
-    # The handler is queued behind this process on its scheduler: let it
-    # run first, so its answer is usually in the mailbox when `event/3`
-    # looks, and the receive need not arm its timeout timer (1.5 us of a
-    # round trip; bench/analysis.md).
-    :erlang.yield()
+    # No `:erlang.yield/0` here to let the handler answer before `event/3`
+    # looks: it saved the receive's timer (1.5 us), but left two runnable
+    # processes on this scheduler at every back-call, so the VM woke the
+    # other scheduler, which took one of them: a round trip then spanned
+    # both (up to 2x its time and CPU; bench/analysis.md, 2026-11-28 19:10).
     Map.put(handlers, pid, handler)
   end
 

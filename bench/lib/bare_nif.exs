@@ -19,6 +19,9 @@ defmodule Bench.BareNif do
     if available?(), do: :erlang.load_nif(String.to_charlist(path()), 0), else: :ok
   end
 
+  @doc "CPU nanoseconds this OS process has used, every thread's (bench/raw/src/cpu_clock.rs)."
+  def process_cpu_ns, do: :erlang.nif_error(:not_loaded)
+
   @doc "A new interpreter, built during the call; dropped where its handle is collected."
   def new, do: :erlang.nif_error(:not_loaded)
 

@@ -472,12 +472,18 @@ defmodule Bench.Cases do
     ]
   end
 
-  # CPU time (user + system, all threads) of this OS process, as
-  # bench/raw/src/main.rs::cpu_ns reads it: clock ticks of 10 ms.
+  # CPU time (user + system, every thread's) of this OS process, in ns, as
+  # the raw harness reads its own (bench/raw/src/cpu_clock.rs), through the
+  # bare NIF. Without it, `/proc/self/stat`'s 10 ms clock ticks.
   defp cpu_ns do
-    [_, rest] = "/proc/self/stat" |> File.read!() |> String.split(")", parts: 2)
-    fields = String.split(rest)
-    (String.to_integer(Enum.at(fields, 11)) + String.to_integer(Enum.at(fields, 12))) * 10_000_000
+    if Bench.BareNif.available?() do
+      Bench.BareNif.process_cpu_ns()
+    else
+      [_, rest] = "/proc/self/stat" |> File.read!() |> String.split(")", parts: 2)
+      fields = String.split(rest)
+      ticks = String.to_integer(Enum.at(fields, 11)) + String.to_integer(Enum.at(fields, 12))
+      ticks * 10_000_000
+    end
   end
 
   @doc false

@@ -330,7 +330,7 @@ defmodule Bench.Report do
       "Latency is per exec as its caller sees it. *CPU per exec* is the CPU time the whole OS ",
       "process used (every thread: BEAM schedulers, their busy-waiting, interpreter threads) ",
       "divided by the execs: unlike execs per second it does not depend on how much of the ",
-      "machine other work took (10 ms clock ticks, so rough for short runs).\n\n",
+      "machine other work took (the process's CPU clock, `CLOCK_PROCESS_CPUTIME_ID`, on both sides).\n\n",
       "![throughput chart](bench/charts/throughput.svg)\n\n",
       concurrency_table(r),
       "\n## Memory\n\n",

@@ -30,6 +30,7 @@ use rustler::{Binary, Encoder, Env, NewBinary, ResourceArc, Term};
 use tokio::runtime::Runtime;
 use tokio::sync::oneshot;
 
+mod cpu_clock;
 mod same_as_nif;
 use same_as_nif::{build_bash, builder, finish, poll_inline, poll_until_wait};
 
@@ -213,6 +214,14 @@ fn step<'a>(
             (atoms::call(), request).encode(env)
         }
     }
+}
+
+/// CPU nanoseconds this OS process has used, every thread's
+/// (`cpu_clock.rs`): the bench's CPU per exec, counted as the harness
+/// counts raw bashkit's.
+#[rustler::nif]
+fn process_cpu_ns() -> u64 {
+    cpu_clock::process_cpu_ns()
 }
 
 mod atoms {

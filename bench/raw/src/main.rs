@@ -35,7 +35,9 @@ use bashkit::{
 };
 use tokio::runtime::Runtime;
 
+mod cpu_clock;
 mod same_as_nif;
+use cpu_clock::process_cpu_ns;
 use same_as_nif::{build_bash, builder, finish, poll_inline, runtime, runtime_builder};
 
 /// The same allocator as the NIF (see native/ex_bashkit/src/allocator.rs).
@@ -468,22 +470,6 @@ fn execute_with_sink(rt: &Runtime, bash: &mut Bash, script: &str) -> Vec<u8> {
     out.into_inner().unwrap()
 }
 
-/// CPU time (user + system) this process has used, from /proc/self/stat.
-fn cpu_ns() -> u64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the parenthesised command name; utime and stime are the
-    // 12th and 13th of those, in clock ticks (100 per second on Linux).
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    (ticks(11) + ticks(12)) * 10_000_000
-}
-
 fn rss_kb() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
@@ -720,12 +706,12 @@ impl Bench {
         for (name, script) in [("echo", ECHO), ("loop50", LOOP50)] {
             let mut bash = build_bash();
             exec_ok(&rt, &mut bash, script);
-            let cpu0 = cpu_ns();
+            let cpu0 = process_cpu_ns();
             let start = Instant::now();
             let latencies: Vec<u64> = (0..ops)
                 .map(|_| timed(|| rt.block_on(bash.exec(script))).0.as_nanos() as u64)
                 .collect();
-            let (elapsed, cpu) = (start.elapsed(), cpu_ns() - cpu0);
+            let (elapsed, cpu) = (start.elapsed(), process_cpu_ns() - cpu0);
             let name = format!("cpu.{name}");
             self.records
                 .push(Record::throughput(name, 1, latencies, elapsed, cpu));
@@ -741,7 +727,7 @@ impl Bench {
             let per = total.div_ceil(n);
             // Sessions are built before the clock starts.
             let sessions: Vec<Bash> = (0..n).map(|_| build_bash()).collect();
-            let cpu0 = cpu_ns();
+            let cpu0 = process_cpu_ns();
             let start = Instant::now();
             let handles: Vec<_> = sessions
                 .into_iter()
@@ -762,7 +748,7 @@ impl Bench {
                 latencies.extend(self.rt.block_on(h).unwrap());
             }
             let elapsed = start.elapsed();
-            let cpu = cpu_ns() - cpu0;
+            let cpu = process_cpu_ns() - cpu0;
             let name = format!("concurrency.{n}");
             self.records
                 .push(Record::throughput(name, n, latencies, elapsed, cpu));
@@ -798,14 +784,14 @@ impl Bench {
                     })
                 })
                 .collect();
-            let cpu0 = cpu_ns();
+            let cpu0 = process_cpu_ns();
             let start = Instant::now();
             start_line.wait();
             let latencies: Vec<u64> = threads
                 .into_iter()
                 .flat_map(|t| t.join().expect("thread"))
                 .collect();
-            (latencies, start.elapsed(), cpu_ns() - cpu0)
+            (latencies, start.elapsed(), process_cpu_ns() - cpu0)
         });
         let name = format!("concurrency_threads.{n}");
         self.records

@@ -98,6 +98,18 @@ pub struct Session {
     own_commands: OwnCommands,
 }
 
+/// The thread that would poll a script inline, which bounds what may run
+/// there ([`Session::quick_fits`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum InlinePoller {
+    /// The caller's normal scheduler, in the node: quick scripts, and loops
+    /// with bounded steps for a time slice at most.
+    NormalScheduler,
+    /// A worker's frame reader, which reads the frames of every session of
+    /// its worker: quick scripts only.
+    FrameReader,
+}
+
 /// Scripts longer than this are never run on a normal scheduler (nor
 /// parsed there).
 const QUICK_SCRIPT_BYTES: usize = 512;
@@ -134,11 +146,11 @@ fn steps_fit_budget(shape: ScriptShape, cost_ns: u64) -> bool {
 /// session's last one took no longer than this, so that it likely ends
 /// there again: it may hold it 700 µs, and the rest is room for the host's
 /// slow stretches (a 50-iteration loop: 400 µs in a fast one, 600 µs in a
-/// slow one). One that outlives its time there goes on on the runners, and
-/// that move costs it more than the same move from a dirty scheduler (up
-/// to 18 % of the wall time of a 100 to 400 iteration loop,
-/// bench/analysis.md 2026-11-28 16:05): so after a long loop, the next
-/// starts on a dirty scheduler, which measures it again.
+/// slow one). One that outlives its time there goes on on the runners.
+/// After a long loop, the next starts on a dirty scheduler, which measures
+/// it again: such loops took as long from either start, within the host's
+/// noise (bench/analysis.md, 2026-11-28 19:08), so the caller's scheduler
+/// is kept for loops that end there.
 const LOOP_INLINE_WALL_US: u64 = 800;
 
 /// What the first 64 commands of a script with bounded steps may be
@@ -269,13 +281,12 @@ impl Session {
     /// unknown and the next quick script runs on a dirty scheduler, which
     /// measures it again.
     ///
-    /// With `loops` (a normal scheduler in the node), a script with bounded
+    /// On a normal scheduler in the node (`poller`), a script with bounded
     /// steps fits too when 64 of its commands at that cost fit
     /// [`STEPS_BUDGET_NS`], the session's last such loop was short
     /// ([`LOOP_INLINE_WALL_US`]) and no script gave its variables
-    /// attributes: it runs there for a time slice at most (`runner.rs`). Not on a worker's frame reader, which reads the
-    /// frames of every session of its worker.
-    pub fn quick_fits(&self, script: &str, loops: bool) -> bool {
+    /// attributes: it runs there for a time slice at most (`runner.rs`).
+    pub fn quick_fits(&self, script: &str, poller: InlinePoller) -> bool {
         if script.len() > QUICK_SCRIPT_BYTES || !self.plain.load(Ordering::Relaxed) {
             return false;
         }
@@ -284,22 +295,26 @@ impl Session {
             return false;
         }
         let shape = script_shape::of(script, &self.own_commands);
-        let loops = loops
+        let loops = poller == InlinePoller::NormalScheduler
             && !self.attributes_set.load(Ordering::Relaxed)
             && self.last_loop_wall_us.load(Ordering::Relaxed) <= LOOP_INLINE_WALL_US;
         fits_budget(shape, cost) || loops && steps_fit_budget(shape, cost)
     }
 
-    /// Whether exec `call` of `script` may run on a thread that must not be
-    /// held for long (a normal scheduler in the node, `loops` allowed; the
-    /// frame reader in a worker): [`Session::quick_fits`], and neither
+    /// Whether exec `call` of `script` may run on `poller`, a thread that
+    /// must not be held for long: [`Session::quick_fits`], and neither
     /// stdin (its size is not the script's), streaming (chunks go out from
     /// a runner) nor `track_changes` (two scans of the whole filesystem).
-    pub fn quick_call_fits(&self, script: &str, call: &ExecCallOptions, loops: bool) -> bool {
+    pub fn quick_call_fits(
+        &self,
+        script: &str,
+        call: &ExecCallOptions,
+        poller: InlinePoller,
+    ) -> bool {
         call.stdin.is_none()
             && !call.stream
             && !call.track_changes
-            && self.quick_fits(script, loops)
+            && self.quick_fits(script, poller)
     }
 
     /// Remember what an exec of a script of `shape` (`None`: not read, or
@@ -645,7 +660,8 @@ pub fn exec(
     // per session). Anything else goes straight to the runners.
     let inline = !call.stream
         && (!runtime::in_worker()
-            || session.quick_call_fits(&script, &call, false) && session.alone_in_flight(exec_id));
+            || session.quick_call_fits(&script, &call, InlinePoller::FrameReader)
+                && session.alone_in_flight(exec_id));
     // A command that may run for long without yielding gets a thread of
     // its own (`runner::drive_on_own_thread`).
     let own_thread = script_shape::names_long_command(&script);
@@ -1122,7 +1138,9 @@ fn runs_here(session: &Session, script: Term, call: Term) -> Option<ExecCallOpti
         return None;
     }
     let call = decode_call(call).ok()?;
-    session.quick_call_fits(script, &call, true).then_some(call)
+    session
+        .quick_call_fits(script, &call, InlinePoller::NormalScheduler)
+        .then_some(call)
 }
 
 /// The text of `script` when it may be quick: at most
@@ -1411,6 +1429,7 @@ fn session_info(env: Env, handle: Handle) -> Term {
 
 #[cfg(test)]
 mod tests {
+    use super::InlinePoller::{FrameReader, NormalScheduler};
     use super::*;
 
     fn mode(session: &Session, script: &str) -> &'static str {
@@ -1477,19 +1496,22 @@ mod tests {
         };
         let quick = Some(script_shape::of("echo hi", &OwnCommands::NONE));
         // Nothing measured yet.
-        assert!(!session.quick_fits("echo hi", false));
+        assert!(!session.quick_fits("echo hi", FrameReader));
         session.note_cost(quick, &measured(20), Duration::ZERO);
-        assert!(session.quick_fits("echo hi", false));
-        assert!(session.quick_fits("cd /tmp; x=1; echo a b", false));
-        assert!(!session.quick_fits("echo $x", false));
-        assert!(!session.quick_fits(&format!("echo {}", "x".repeat(QUICK_SCRIPT_BYTES)), false));
+        assert!(session.quick_fits("echo hi", FrameReader));
+        assert!(session.quick_fits("cd /tmp; x=1; echo a b", FrameReader));
+        assert!(!session.quick_fits("echo $x", FrameReader));
+        assert!(!session.quick_fits(
+            &format!("echo {}", "x".repeat(QUICK_SCRIPT_BYTES)),
+            FrameReader
+        ));
         session.note_cost(quick, &measured(QUICK_BUDGET_NS / 1000 / 2), Duration::ZERO);
-        assert!(session.quick_fits("echo a; echo b", false));
-        assert!(!session.quick_fits("echo a; echo b; echo c", false));
+        assert!(session.quick_fits("echo a; echo b", FrameReader));
+        assert!(!session.quick_fits("echo a; echo b; echo c", FrameReader));
         // Time spent waiting for Elixir's answers is not the commands' cost.
         let waited = Duration::from_micros(QUICK_BUDGET_NS / 1000);
         session.note_cost(quick, &measured(QUICK_BUDGET_NS / 1000 + 20), waited);
-        assert!(session.quick_fits("echo a; echo b; echo c", false));
+        assert!(session.quick_fits("echo a; echo b; echo c", FrameReader));
         // A call with stdin, streamed or tracking changes never runs there.
         let call = |stdin: Option<&[u8]>, stream, track_changes| ExecCallOptions {
             stdin: stdin.map(|bytes| Bytes(bytes.to_vec())),
@@ -1497,11 +1519,11 @@ mod tests {
             timeout_ms: None,
             track_changes,
         };
-        assert!(session.quick_call_fits("echo hi", &call(None, false, false), false));
-        assert!(!session.quick_call_fits("echo hi", &call(Some(b""), false, false), false));
-        assert!(!session.quick_call_fits("echo hi", &call(None, true, false), false));
-        assert!(!session.quick_call_fits("echo hi", &call(None, false, true), false));
-        assert!(!session.quick_call_fits("echo $x", &call(None, false, false), false));
+        assert!(session.quick_call_fits("echo hi", &call(None, false, false), FrameReader));
+        assert!(!session.quick_call_fits("echo hi", &call(Some(b""), false, false), FrameReader));
+        assert!(!session.quick_call_fits("echo hi", &call(None, true, false), FrameReader));
+        assert!(!session.quick_call_fits("echo hi", &call(None, false, true), FrameReader));
+        assert!(!session.quick_call_fits("echo $x", &call(None, false, false), FrameReader));
         // A call that arrived before, still in flight, keeps its place.
         let (first, second) = (ExecTicket::new(), ExecTicket::new());
         session.register_call(1, &first);
@@ -1512,7 +1534,7 @@ mod tests {
         assert!(session.alone_in_flight(2));
         session.forget_call(2);
         session.note_cost(None, &measured(20), Duration::ZERO);
-        assert!(!session.quick_fits("echo hi", false));
+        assert!(!session.quick_fits("echo hi", FrameReader));
     }
 
     #[test]
@@ -1524,7 +1546,7 @@ mod tests {
         let looping = "i=0; while [ $i -lt 50 ]; do i=$((i + 1)); done; echo $i";
         // Unknown until an exec measures it: its cost per command, and how
         // long the loop took.
-        assert!(!session.quick_fits(looping, true));
+        assert!(!session.quick_fits(looping, NormalScheduler));
         run(&session, looping);
         assert!(cost() > 0 && last_loop() > 0);
         // Then a loop of any length fits, on a normal scheduler only, when
@@ -1536,12 +1558,12 @@ mod tests {
         let looped = Some(script_shape::of(looping, &OwnCommands::NONE));
         let per_command = STEPS_BUDGET_NS / COMMANDS_BETWEEN_YIELDS / 1000;
         session.note_cost(looped, &measured(1, per_command), Duration::ZERO);
-        assert!(session.quick_fits(looping, true));
-        assert!(session.quick_fits("while :; do :; done", true));
-        assert!(!session.quick_fits(looping, false));
-        assert!(!session.quick_fits("while [ $j -lt 5 ]; do :; done", true));
+        assert!(session.quick_fits(looping, NormalScheduler));
+        assert!(session.quick_fits("while :; do :; done", NormalScheduler));
+        assert!(!session.quick_fits(looping, FrameReader));
+        assert!(!session.quick_fits("while [ $j -lt 5 ]; do :; done", NormalScheduler));
         session.note_cost(looped, &measured(1, per_command + 1), Duration::ZERO);
-        assert!(!session.quick_fits(looping, true));
+        assert!(!session.quick_fits(looping, NormalScheduler));
         // After a loop that took long, the next starts on a dirty scheduler
         // (which measures it again); after a short one, here. Quick scripts
         // are not concerned.
@@ -1550,20 +1572,20 @@ mod tests {
             &measured(1_000, LOOP_INLINE_WALL_US + 1),
             Duration::ZERO,
         );
-        assert!(!session.quick_fits(looping, true));
-        assert!(session.quick_fits("echo hi", true));
+        assert!(!session.quick_fits(looping, NormalScheduler));
+        assert!(session.quick_fits("echo hi", NormalScheduler));
         session.note_cost(
             looped,
             &measured(1_000, LOOP_INLINE_WALL_US),
             Duration::ZERO,
         );
-        assert!(session.quick_fits(looping, true));
+        assert!(session.quick_fits(looping, NormalScheduler));
         // Once a script may have made a variable readonly (a loop's own
         // assignment may then fail) or a nameref, never again.
         run(&session, "readonly i=123456789");
         session.note_cost(looped, &measured(1_000, 100), Duration::ZERO);
-        assert!(!session.quick_fits(looping, true));
-        assert!(session.quick_fits("echo hi", true));
+        assert!(!session.quick_fits(looping, NormalScheduler));
+        assert!(session.quick_fits("echo hi", NormalScheduler));
     }
 
     #[test]

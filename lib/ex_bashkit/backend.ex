@@ -284,7 +284,6 @@ defmodule ExBashkit.Backend do
   # that asked: the answer is dropped.
   def callback_reply({:process, _name, _sid}, {port, call_id}, answer) do
     Worker.write_frame(port, {:callback_reply, call_id, answer})
-    :ok
   end
 
   @doc false

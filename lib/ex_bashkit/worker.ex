@@ -535,12 +535,14 @@ defmodule ExBashkit.Worker do
   end
 
   @doc false
-  # Write `frame` to a worker's `port`; false if the port is closed.
-  @spec write_frame(port(), tuple()) :: boolean()
+  # Write `frame` to a worker's `port`. A closed port means its OS process
+  # is gone, and with it whatever the frame was for: the frame is dropped.
+  @spec write_frame(port(), tuple()) :: :ok
   def write_frame(port, frame) do
     Port.command(port, :erlang.term_to_binary(frame))
+    :ok
   rescue
-    ArgumentError -> false
+    ArgumentError -> :ok
   end
 
   # -- base images ----------------------------------------------------------

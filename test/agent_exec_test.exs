@@ -322,6 +322,57 @@ defmodule ExBashkit.AgentExecTest do
       assert {:error, %{message: message}} = Session.exec(s, "for i in $(seq 1 100); do :; done")
       assert message =~ "max_commands"
     end
+
+    # A session built from memory alone takes an interpreter built in
+    # advance on reset (in the node, within the call): each one must be as
+    # new/1 built it, with the session's limits, and cancellable.
+    test "a session built from memory alone comes back as built, reset after reset" do
+      opts = [env: [BASE: "b"], limits: [max_commands: 50]]
+      built = Session.state(Session.new(opts))
+      s = Session.new(opts)
+
+      for round <- 1..30 do
+        run!(s, "export EXTRA=#{round}; cd /tmp; echo x > /junk; f() { :; }; alias a=b; B=$BASE")
+        assert Session.reset(s) == :ok
+
+        state = Session.state(s)
+        assert state.cwd == built.cwd
+        assert state.env == built.env
+        assert state.functions == [] and state.aliases == %{}
+        assert {:error, _} = Session.stat(s, "/junk")
+        assert run!(s, "echo $BASE").stdout == "b\n"
+      end
+
+      assert {:error, %{message: message}} = Session.exec(s, "for i in $(seq 1 100); do :; done")
+      assert message =~ "max_commands"
+    end
+
+    test "after resets, a timeout and cancel/1 still stop a sleep" do
+      s = Session.new()
+      for _ <- 1..5, do: assert(Session.reset(s) == :ok)
+
+      # Each stop must free the session at once: a sleep still running
+      # would hold the next exec past its own timeout.
+      assert {:error, %{reason: :timeout}} = Session.exec(s, "sleep 30", timeout_ms: 200)
+      assert {:ok, %{stdout: "after\n"}} = Session.exec(s, "echo after", timeout_ms: 2_000)
+
+      caller = Task.async(fn -> Session.exec(s, "sleep 30") end)
+      wait_until_running(s)
+      assert Session.cancel(s) == :ok
+      assert {:error, %{reason: :cancelled}} = Task.await(caller, 5_000)
+      assert {:ok, %{stdout: "after\n"}} = Session.exec(s, "echo after", timeout_ms: 2_000)
+    end
+
+    test "a reset waits for the running exec, then resets" do
+      s = Session.new()
+      for _ <- 1..3, do: assert(Session.reset(s) == :ok)
+      caller = Task.async(fn -> Session.exec(s, "sleep 0.3; X=1; echo done") end)
+      wait_until_running(s)
+
+      assert Session.reset(s) == :ok
+      assert {:ok, %{stdout: "done\n"}} = Task.await(caller, 5_000)
+      refute Map.has_key?(Session.state(s).variables, "X")
+    end
   end
 end
 

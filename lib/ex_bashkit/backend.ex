@@ -186,12 +186,16 @@ defmodule ExBashkit.Backend do
   end
 
   @doc false
-  # `state`, `reset`, `snapshot`, `restore`: submitted, answered by message.
-  @spec submit(reference(), location(), atom(), list()) :: {:ok, reference()} | {:error, term()}
+  # `state`, `reset`, `snapshot`, `restore`: submitted, answered by message,
+  # or, in the node, answered within the call (`{:done, reply}`: a reset
+  # that swapped in an interpreter built in advance).
+  @spec submit(reference(), location(), atom(), list()) ::
+          {:ok, reference()} | {:done, term()} | {:error, term()}
   def submit(resource, :in_node, op, args) do
     ref = make_ref()
 
     case nif(fn -> apply(Native, :"session_#{op}", [resource | args] ++ [self(), ref]) end) do
+      {:ok, {:done, reply}} -> {:done, reply}
       :ok -> {:ok, ref}
       {:ok, _} -> {:ok, ref}
       {:error, _} = error -> error

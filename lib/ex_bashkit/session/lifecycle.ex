@@ -59,9 +59,12 @@ defmodule ExBashkit.Session.Lifecycle do
   # Submit `op` with `args` and the call options, and wait for its answer.
   @spec run(Session.t(), atom(), list(), call(), String.t()) :: term()
   def run(%Session{resource: resource, location: location}, op, args, call, name) do
-    with :ok <- check_not_reentrant(resource, name),
-         {:ok, ref} <- Backend.submit(resource, location, op, args ++ [call]) do
-      Callbacks.await_reply(ref)
+    with :ok <- check_not_reentrant(resource, name) do
+      case Backend.submit(resource, location, op, args ++ [call]) do
+        {:ok, ref} -> Callbacks.await_reply(ref)
+        {:done, reply} -> reply
+        {:error, _} = error -> error
+      end
     end
   end
 

@@ -69,9 +69,14 @@ pub struct Session {
     /// Route of builtin / virtual_fs back-calls, when the session has any.
     channel: Option<Arc<CallbackChannel>>,
     /// Wakes the running exec's waits (sleep, back-calls) on cancel/timeout.
-    interrupt: Arc<Interrupt>,
+    /// Replaced by `reset` with an interpreter built in advance (each one
+    /// is built with its own).
+    interrupt: Mutex<Arc<Interrupt>>,
     /// What `new/1` asked for, to rebuild on `reset`.
     config: Arc<SessionConfig>,
+    /// The configuration's term, when it is built from memory alone
+    /// (`warm.rs`): `reset` then takes an interpreter built in advance.
+    warm_key: Option<Value>,
     /// The host mounts in place now: `new/1`'s, plus and minus the runtime
     /// ones (see `runtime_mounts.rs`). Changed only under the interpreter
     /// lock.
@@ -87,6 +92,14 @@ pub struct Session {
     /// may have grown the state the cost depends on. Read by
     /// [`Session::quick_fits`].
     quick_cost_ns: AtomicU64,
+    /// What one command of its first exec after it was built (or reset)
+    /// cost, when that exec was quick; 0 when unknown. A reset rebuilds the
+    /// same interpreter, so [`Session::quick_cost_ns`] starts from it again
+    /// instead of unknown, and the first exec after a reset may be quick.
+    fresh_cost_ns: AtomicU64,
+    /// Nothing ran on the interpreter since it was built or reset, and no
+    /// snapshot was restored on it: its next exec measures `fresh_cost_ns`.
+    as_built: AtomicBool,
     /// How long its last exec with bounded steps took, in µs (0: none
     /// yet): see [`LOOP_INLINE_WALL_US`].
     last_loop_wall_us: AtomicU64,
@@ -195,6 +208,7 @@ impl Session {
             (bash, layer, interrupt, channel)
         };
         LIVE.fetch_add(1, Ordering::Relaxed);
+        let warm_key = warm::eligible(&config).then(|| key.clone());
         Ok(Arc::new(Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             fs: RwLock::new(bash.fs()),
@@ -203,10 +217,13 @@ impl Session {
             current: Mutex::new(None),
             tickets: Mutex::new(HashMap::new()),
             channel,
-            interrupt,
+            interrupt: Mutex::new(interrupt),
+            warm_key,
             host_mounts: Mutex::new(config.mounts.clone()),
             plain: AtomicBool::new(plain_when_built(&config)),
             quick_cost_ns: AtomicU64::new(0),
+            fresh_cost_ns: AtomicU64::new(0),
+            as_built: AtomicBool::new(true),
             last_loop_wall_us: AtomicU64::new(0),
             attributes_set: AtomicBool::new(false),
             own_commands: OwnCommands::new(&config.builtins),
@@ -226,7 +243,7 @@ impl Session {
         let bash = self.bash.lock().await;
         // A cancel or timeout of an earlier exec leaves the interrupt
         // raised until the next exec re-arms it; re-arm it for this job.
-        self.interrupt.clear();
+        self.interrupt().clear();
         let attached = self.channel.as_ref().map(|c| c.attach(Arc::clone(caller)));
         Held {
             _attached: attached,
@@ -269,6 +286,12 @@ impl Session {
     pub fn forget_plain(&self) {
         self.plain.store(false, Ordering::Relaxed);
         self.quick_cost_ns.store(0, Ordering::Relaxed);
+        self.as_built.store(false, Ordering::Relaxed);
+    }
+
+    /// The interrupt of the interpreter in place now.
+    fn interrupt(&self) -> Arc<Interrupt> {
+        Arc::clone(&self.interrupt.lock())
     }
 
     /// Whether `script` may run on a normal scheduler: it is quick (its
@@ -334,6 +357,9 @@ impl Session {
             false => 0,
         };
         self.quick_cost_ns.store(per_command, Ordering::Relaxed);
+        if self.as_built.swap(false, Ordering::Relaxed) {
+            self.fresh_cost_ns.store(per_command, Ordering::Relaxed);
+        }
         if shape.bounded_steps {
             let wall_us = busy.wall_time_us.max(1);
             self.last_loop_wall_us.store(wall_us, Ordering::Relaxed);
@@ -496,8 +522,9 @@ impl<'a> Running<'a> {
         // exec becomes cancellable.
         let token = bash.cancellation_token();
         token.store(false, Ordering::SeqCst);
-        session.interrupt.clear();
-        ticket.start(token, Arc::clone(&session.interrupt));
+        let interrupt = session.interrupt();
+        interrupt.clear();
+        ticket.start(token, interrupt);
         *session.current.lock() = Some(Arc::clone(ticket));
         Running { session }
     }
@@ -917,43 +944,102 @@ impl Payload for ShellStateView {
 
 /// `reset/1`: rebuild the interpreter from the session's configuration,
 /// keeping its capabilities (builtins, backends, mounts, limits, network)
-/// because they are part of that configuration.
+/// because they are part of that configuration. Answers `:ok` or
+/// `{:error, message}`.
 ///
 /// On a thread of its own: rebuilding may write large `:files`, which must
 /// not hold up the runtime threads other sessions' timers run on.
 pub fn reset(op: Op, reply: ReplyTo) {
-    runtime::spawn_job(async move {
-        let outcome = guard::catch_future(async {
-            let session = Arc::clone(op.session());
-            let mut bash = op.turn().await?;
-            let config = &session.config;
-            let layer = options::Layer::new(config);
-            let fresh = options::build_bash_on(
-                config,
-                session.channel.as_ref(),
-                Some(&session.interrupt),
-                &layer,
-            )?;
-            options::prepare_reset(&fresh, config, session.channel.as_ref()).await?;
-            *session.fs.write() = fresh.fs();
-            *session.layer.write() = layer;
-            *bash = fresh;
-            *session.host_mounts.lock() = config.mounts.clone();
-            session
-                .plain
-                .store(plain_when_built(config), Ordering::Relaxed);
-            session.quick_cost_ns.store(0, Ordering::Relaxed);
-            session.attributes_set.store(false, Ordering::Relaxed);
-            Ok::<(), String>(())
-        })
-        .await;
-        drop(op);
-        match outcome {
-            Ok(Ok(())) => reply.finish(&Value::ok()),
-            Ok(Err(message)) => reply.finish(&Value::error(message)),
-            Err(panic) => reply.finish(&Value::error(format!("internal error: {panic}"))),
-        }
-    });
+    runtime::spawn_job(async move { reply.finish(&reset_work(op).await) });
+}
+
+/// `reset/1` of a session built from memory alone
+/// ([`Session::resets_quickly`]), polled first on the calling thread
+/// (`runner::drive`): with its turn free and an interpreter built in
+/// advance, it is a swap, answered as the return value. Otherwise it goes
+/// on on the runners and answers by message.
+fn reset_here(op: Op, reply: ReplyTo) -> Option<Value> {
+    runner::drive(
+        Box::pin(reset_work(op)),
+        true,
+        reply,
+        || {},
+        |answer, reply| reply.finish(&answer),
+    )
+}
+
+/// The work of `reset/1`: `:ok` or `{:error, message}`. The interpreter it
+/// replaces is dropped off this thread (`teardown.rs`): it may be large.
+async fn reset_work(op: Op) -> Value {
+    let outcome = guard::catch_future(async {
+        let session = Arc::clone(op.session());
+        let mut bash = op.turn().await?;
+        let replaced = session.rebuild(&mut bash).await?;
+        teardown::later(replaced);
+        Ok::<(), String>(())
+    })
+    .await;
+    drop(op);
+    match outcome {
+        Ok(Ok(())) => Value::ok(),
+        Ok(Err(message)) => Value::error(message),
+        Err(panic) => Value::error(format!("internal error: {panic}")),
+    }
+}
+
+impl Session {
+    /// Whether `reset/1` may start on the calling thread: the session is
+    /// built from memory alone, so its reset takes an interpreter built in
+    /// advance, or leaves for the runners to build one.
+    fn resets_quickly(&self) -> bool {
+        self.warm_key.is_some()
+    }
+
+    /// Put a fresh interpreter for the session's configuration in place of
+    /// `bash` (whose turn the caller holds) and return the one it replaced.
+    async fn rebuild(&self, bash: &mut Bash) -> Result<Bash, String> {
+        let config = &self.config;
+        let ready = self
+            .warm_key
+            .as_ref()
+            .and_then(|key| warm::take_ready(key, config));
+        let (fresh, layer, interrupt) = match ready {
+            Some(built) => (built.bash, built.layer, built.interrupt),
+            None => {
+                // Building takes tens of microseconds at least: not on a
+                // normal scheduler.
+                runner::leave_inline().await;
+                let interrupt = self.interrupt();
+                let layer = options::Layer::new(config);
+                let fresh = options::build_bash_on(
+                    config,
+                    self.channel.as_ref(),
+                    Some(&interrupt),
+                    &layer,
+                )?;
+                options::prepare_reset(&fresh, config, self.channel.as_ref()).await?;
+                (fresh, layer, interrupt)
+            }
+        };
+        *self.fs.write() = fresh.fs();
+        *self.layer.write() = layer;
+        *self.interrupt.lock() = interrupt;
+        *self.host_mounts.lock() = config.mounts.clone();
+        self.as_built_again();
+        Ok(std::mem::replace(bash, fresh))
+    }
+
+    /// What the session knows of its interpreter once that is as it was
+    /// built again: plain as its configuration makes it, no attributes set,
+    /// and a command costing what its first exec paid per command.
+    fn as_built_again(&self) {
+        let plain = plain_when_built(&self.config);
+        self.plain.store(plain, Ordering::Relaxed);
+        let fresh_cost = self.fresh_cost_ns.load(Ordering::Relaxed);
+        self.quick_cost_ns.store(fresh_cost, Ordering::Relaxed);
+        self.as_built.store(fresh_cost == 0, Ordering::Relaxed);
+        self.attributes_set.store(false, Ordering::Relaxed);
+    }
 }
 
 // -- The NIF transport ------------------------------------------------------
@@ -1407,18 +1493,31 @@ fn session_state(
     Ok(rustler::types::atom::ok())
 }
 
-/// `reset/1`: answers `{:ex_bashkit_reply, ref, :ok | {:error, message}}`.
+/// `reset/1`: `{:ok, {:done, :ok | {:error, message}}}` when it completed
+/// within the call ([`reset_here`]), else `{:ok, :ok}`, and the answer
+/// comes as `{:ex_bashkit_reply, ref, :ok | {:error, message}}`.
 #[rustler::nif]
-fn session_reset(
-    env: Env,
+fn session_reset<'a>(
+    env: Env<'a>,
     handle: Handle,
-    call: Term,
+    call: Term<'a>,
     pid: LocalPid,
-    reference: Term,
-) -> NifResult<rustler::Atom> {
+    reference: Term<'a>,
+) -> NifResult<Term<'a>> {
     let op = op_for(env, &handle, "reset/1", call, &pid)?;
-    reset(op, ReplyTo::new(Caller::process(pid, reference)));
-    Ok(rustler::types::atom::ok())
+    if !handle.session.resets_quickly() {
+        reset(op, ReplyTo::new(Caller::process(pid, reference)));
+        return Ok(rustler::types::atom::ok().encode(env));
+    }
+    let reply = ReplyTo::new(Caller::in_nif(pid, reference));
+    let started = std::time::Instant::now();
+    let answer =
+        runner::on_normal_scheduler(|| runner::with_nif_env(env, || reset_here(op, reply)));
+    dirty::account(env, started);
+    Ok(match answer {
+        Some(answer) => Value::tuple([Value::atom("done"), answer]).to_term(env),
+        None => rustler::types::atom::ok().encode(env),
+    })
 }
 
 /// `{id, running?, cwd | nil}` for `inspect/2`.
@@ -1438,6 +1537,39 @@ mod tests {
             RunMode::Buffered => "buffered",
             RunMode::Streamed(_) => "streamed",
         }
+    }
+
+    #[test]
+    fn a_reset_restores_what_the_first_exec_paid_per_command() {
+        let measured = |wall_time_us| Metrics {
+            commands: 1,
+            wall_time_us,
+        };
+        let quick = Some(script_shape::of("echo hi", &OwnCommands::NONE));
+        let cost = |s: &Session| s.quick_cost_ns.load(Ordering::Relaxed);
+        let config = Arc::new(SessionConfig::default());
+        let session = Session::new(config, &Value::bin(b"reset cost")).unwrap();
+        // Unknown until measured; the first exec's cost is the fresh one.
+        session.as_built_again();
+        assert_eq!(cost(&session), 0);
+        session.note_cost(quick, &measured(5), Duration::ZERO);
+        let fresh = cost(&session);
+        assert!(fresh > 0);
+        // A script that is not quick makes it unknown; a reset brings back
+        // the fresh cost, not the last one.
+        session.note_cost(None, &measured(5), Duration::ZERO);
+        assert_eq!(cost(&session), 0);
+        session.note_cost(quick, &measured(50), Duration::ZERO);
+        session.as_built_again();
+        assert_eq!(cost(&session), fresh);
+        // After a restored snapshot, the next exec is not on an interpreter
+        // as built: it measures nothing for later resets.
+        let config = Arc::new(SessionConfig::default());
+        let restored = Session::new(config, &Value::bin(b"reset cost 2")).unwrap();
+        restored.forget_plain();
+        restored.note_cost(quick, &measured(5), Duration::ZERO);
+        restored.as_built_again();
+        assert_eq!(cost(&restored), 0);
     }
 
     #[test]

@@ -945,20 +945,21 @@ impl Payload for ShellStateView {
 /// `reset/1`: rebuild the interpreter from the session's configuration,
 /// keeping its capabilities (builtins, backends, mounts, limits, network)
 /// because they are part of that configuration. Answers `:ok` or
-/// `{:error, message}`.
+/// `{:error, message}`, through `reply` or, when it completed within the
+/// call, as the return value.
 ///
-/// On a thread of its own: rebuilding may write large `:files`, which must
-/// not hold up the runtime threads other sessions' timers run on.
-pub fn reset(op: Op, reply: ReplyTo) {
-    runtime::spawn_job(async move { reply.finish(&reset_work(op).await) });
-}
-
-/// `reset/1` of a session built from memory alone
-/// ([`Session::resets_quickly`]), polled first on the calling thread
-/// (`runner::drive`): with its turn free and an interpreter built in
-/// advance, it is a swap, answered as the return value. Otherwise it goes
-/// on on the runners and answers by message.
-fn reset_here(op: Op, reply: ReplyTo) -> Option<Value> {
+/// A session built from memory alone ([`Session::resets_quickly`]) is
+/// reset on the calling thread first (`runner::drive`; a normal scheduler
+/// in the node, the frame reader in a worker): with its turn free and an
+/// interpreter built in advance, that is a swap. Otherwise it goes on on
+/// the runners. Any other session is reset on a thread of its own:
+/// rebuilding may write large `:files`, which must not hold up the runtime
+/// threads other sessions' timers run on.
+pub fn reset(op: Op, reply: ReplyTo) -> Option<Value> {
+    if !op.session().resets_quickly() {
+        runtime::spawn_job(async move { reply.finish(&reset_work(op).await) });
+        return None;
+    }
     runner::drive(
         Box::pin(reset_work(op)),
         true,
@@ -1494,8 +1495,8 @@ fn session_state(
 }
 
 /// `reset/1`: `{:ok, {:done, :ok | {:error, message}}}` when it completed
-/// within the call ([`reset_here`]), else `{:ok, :ok}`, and the answer
-/// comes as `{:ex_bashkit_reply, ref, :ok | {:error, message}}`.
+/// within the call ([`reset`]), else `{:ok, :ok}`, and the answer comes as
+/// `{:ex_bashkit_reply, ref, :ok | {:error, message}}`.
 #[rustler::nif]
 fn session_reset<'a>(
     env: Env<'a>,
@@ -1505,14 +1506,16 @@ fn session_reset<'a>(
     reference: Term<'a>,
 ) -> NifResult<Term<'a>> {
     let op = op_for(env, &handle, "reset/1", call, &pid)?;
-    if !handle.session.resets_quickly() {
-        reset(op, ReplyTo::new(Caller::process(pid, reference)));
-        return Ok(rustler::types::atom::ok().encode(env));
-    }
-    let reply = ReplyTo::new(Caller::in_nif(pid, reference));
+    // Polled here, the reset's reply keeps its ref in this call's env until
+    // it leaves (`runner::drive`); sent from elsewhere, it copies it now.
+    let caller = match handle.session.resets_quickly() {
+        true => Caller::in_nif(pid, reference),
+        false => Caller::process(pid, reference),
+    };
     let started = std::time::Instant::now();
-    let answer =
-        runner::on_normal_scheduler(|| runner::with_nif_env(env, || reset_here(op, reply)));
+    let answer = runner::on_normal_scheduler(|| {
+        runner::with_nif_env(env, || reset(op, ReplyTo::new(caller)))
+    });
     dirty::account(env, started);
     Ok(match answer {
         Some(answer) => Value::tuple([Value::atom("done"), answer]).to_term(env),

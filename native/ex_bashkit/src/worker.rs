@@ -370,7 +370,13 @@ fn dispatch(
         "cancel" => reply.finish(&Value::from(session.cancel())),
         "info" => reply.finish(&session.info()),
         "state" => session::state(op(session, "state/1", id, items, 3)?, reply),
-        "reset" => session::reset(op(session, "reset/1", id, items, 3)?, reply),
+        "reset" => {
+            // Answered here when it swapped in an interpreter built in
+            // advance (`session::reset`).
+            if let Some(answer) = session::reset(op(session, "reset/1", id, items, 3)?, reply) {
+                reply_to(id, frames).finish(&answer);
+            }
+        }
         "snapshot" => {
             let request = SnapshotRequest::from_value(items.get(3).ok_or("missing options")?)?;
             let op = op(session, "snapshot/2", id, items, 4)?;

@@ -88,14 +88,15 @@ pub struct Session {
     plain: AtomicBool,
     /// What one command of this session's last exec cost, in nanoseconds,
     /// when that exec was a quick script (`script_shape.rs`); 0 when
-    /// unknown. Any other exec, a reset or a restore makes it unknown: they
-    /// may have grown the state the cost depends on. Read by
-    /// [`Session::quick_fits`].
+    /// unknown. Any other exec or a restore makes it unknown: they may have
+    /// grown the state the cost depends on; a reset sets it to
+    /// `fresh_cost_ns`. Read by [`Session::quick_fits`].
     quick_cost_ns: AtomicU64,
     /// What one command of its first exec after it was built (or reset)
-    /// cost, when that exec was quick; 0 when unknown. A reset rebuilds the
-    /// same interpreter, so [`Session::quick_cost_ns`] starts from it again
-    /// instead of unknown, and the first exec after a reset may be quick.
+    /// cost, when that exec was measured (quick, or with bounded steps); 0
+    /// when unknown. A reset rebuilds the same interpreter, so
+    /// [`Session::quick_cost_ns`] starts from it again instead of unknown,
+    /// and the first exec after a reset may be quick.
     fresh_cost_ns: AtomicU64,
     /// Nothing ran on the interpreter since it was built or reset, and no
     /// snapshot was restored on it: its next exec measures `fresh_cost_ns`.

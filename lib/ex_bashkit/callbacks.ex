@@ -391,7 +391,7 @@ defmodule ExBashkit.Callbacks do
     # looks: it saved the receive's timer (1.5 us), but left two runnable
     # processes on this scheduler at every back-call, so the VM woke the
     # other scheduler, which took one of them: a round trip then spanned
-    # both (up to 2x its time and CPU; bench/analysis.md, 2026-11-28 19:10).
+    # both (up to 2x its time and CPU; bench/analysis.md, 2026-11-28 19:08).
     Map.put(handlers, pid, handler)
   end
 

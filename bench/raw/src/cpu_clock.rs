@@ -2,7 +2,7 @@
 //! included), in nanoseconds: `CLOCK_PROCESS_CPUTIME_ID`. The harness's CPU
 //! per exec reads it, and so does `bench/run.exs` through the bare NIF
 //! (`Bench.BareNif.process_cpu_ns/0`), so both sides of a ratio count
-//! alike. `/proc/self/stat`, read before, counts 10 ms clock ticks: ±5 % on
+//! alike. `/proc/self/stat`, read before, counts 10 ms clock ticks: ±4 % on
 //! the 20 000 `echo hi` of the `cpu` group.
 
 /// Nanoseconds of CPU, user and system, of this process so far.

@@ -196,8 +196,17 @@ defmodule ExBashkit.ServerTest do
     end
 
     test "cancel/1 stops the running script, answered while it runs" do
+      # Every limit the loop could reach raised: under the default 10 000
+      # commands it ended by itself within tens of milliseconds, sometimes
+      # before cancel/1 saw it running (process mode, 2026-11-28 20:46).
       {:ok, pid} =
-        Server.start_link(limits: [max_loop_iterations: 1_000_000_000, timeout_ms: 600_000])
+        Server.start_link(
+          limits: [
+            max_loop_iterations: 1_000_000_000,
+            max_commands: 1_000_000_000,
+            timeout_ms: 600_000
+          ]
+        )
 
       task = Task.async(fn -> Server.exec(pid, "while true; do :; done") end)
 

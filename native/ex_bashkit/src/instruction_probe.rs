@@ -31,6 +31,7 @@ use std::task::{Context, Poll, Waker};
 use bashkit::Bash;
 use corosensei::stack::DefaultStack;
 
+use crate::config_cache::DecodedConfig;
 use crate::options::SessionConfig;
 use crate::reply::{Caller, FrameWriter, ReplyTo};
 use crate::session::{self, ExecCallOptions, Session};
@@ -94,7 +95,11 @@ fn instructions_per_exec() {
     let _runtime = crate::runtime::runtime().enter();
     match std::env::var("PROBE_MODE").as_deref() {
         Ok("ours") => {
-            let session = Session::new(config, &Value::bin(b"instruction probe")).unwrap();
+            let decoded = Arc::new(DecodedConfig {
+                key: Value::bin(b"instruction probe"),
+                config,
+            });
+            let session = Session::new(&decoded).unwrap();
             ours(&session, WARM_UP + calls);
         }
         Ok("bashkit") => {

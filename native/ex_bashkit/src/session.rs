@@ -74,9 +74,11 @@ pub struct Session {
     interrupt: Mutex<Arc<Interrupt>>,
     /// What `new/1` asked for, to rebuild on `reset`.
     config: Arc<SessionConfig>,
-    /// The configuration's term, when it is built from memory alone
+    /// The configuration with its term, when it is built from memory alone
     /// (`warm.rs`): `reset` then takes an interpreter built in advance.
-    warm_key: Option<Value>,
+    /// Shared with `config_cache.rs` (in a worker, with the last session
+    /// built): the term is a few KiB.
+    warm: Option<Arc<DecodedConfig>>,
     /// The host mounts in place now: `new/1`'s, plus and minus the runtime
     /// ones (see `runtime_mounts.rs`). Changed only under the interpreter
     /// lock.
@@ -192,11 +194,13 @@ impl Session {
     /// `ExBashkit.Session.Options.inline?/1` said the configuration is
     /// purely in memory (`session_new_inline`).
     ///
-    /// `key` is the configuration as Elixir sent it: a configuration built
-    /// from memory alone may get an interpreter built in advance (`warm.rs`).
-    pub fn new(config: Arc<SessionConfig>, key: &Value) -> Result<Arc<Self>, String> {
+    /// `decoded.key` is the configuration as Elixir sent it: a
+    /// configuration built from memory alone may get an interpreter built
+    /// in advance (`warm.rs`).
+    pub fn new(decoded: &Arc<DecodedConfig>) -> Result<Arc<Self>, String> {
+        let config = Arc::clone(&decoded.config);
         let (bash, layer, interrupt, channel) = if warm::eligible(&config) {
-            let built = warm::take_or_build(key, &config)?;
+            let built = warm::take_or_build(&decoded.key, &config)?;
             (built.bash, built.layer, built.interrupt, None)
         } else {
             let interrupt = Interrupt::new();
@@ -209,7 +213,7 @@ impl Session {
             (bash, layer, interrupt, channel)
         };
         LIVE.fetch_add(1, Ordering::Relaxed);
-        let warm_key = warm::eligible(&config).then(|| key.clone());
+        let warm = warm::eligible(&config).then(|| Arc::clone(decoded));
         Ok(Arc::new(Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             fs: RwLock::new(bash.fs()),
@@ -219,7 +223,7 @@ impl Session {
             tickets: Mutex::new(HashMap::new()),
             channel,
             interrupt: Mutex::new(interrupt),
-            warm_key,
+            warm,
             host_mounts: Mutex::new(config.mounts.clone()),
             plain: AtomicBool::new(plain_when_built(&config)),
             quick_cost_ns: AtomicU64::new(0),
@@ -994,7 +998,7 @@ impl Session {
     /// built from memory alone, so its reset takes an interpreter built in
     /// advance, or leaves for the runners to build one.
     fn resets_quickly(&self) -> bool {
-        self.warm_key.is_some()
+        self.warm.is_some()
     }
 
     /// Put a fresh interpreter for the session's configuration in place of
@@ -1002,9 +1006,9 @@ impl Session {
     async fn rebuild(&self, bash: &mut Bash) -> Result<Bash, String> {
         let config = &self.config;
         let ready = self
-            .warm_key
+            .warm
             .as_ref()
-            .and_then(|key| warm::take_ready(key, config));
+            .and_then(|warm| warm::take_ready(&warm.key, config));
         let (fresh, layer, interrupt) = match ready {
             Some(built) => (built.bash, built.layer, built.interrupt),
             None => {
@@ -1153,7 +1157,7 @@ fn unwatch_caller(handle: &Handle, id: u64) -> Box<dyn FnOnce() + Send> {
 fn new_handle(config: Term) -> NifResult<Handle> {
     let decoded = config_cache::decode(config)?;
     Ok(ResourceArc::new(SessionResource {
-        session: DropLater::new(Session::new(Arc::clone(&decoded.config), &decoded.key)?),
+        session: DropLater::new(Session::new(&decoded)?),
         callers: Mutex::new(Vec::new()),
     }))
 }
@@ -1535,6 +1539,14 @@ mod tests {
     use super::InlinePoller::{FrameReader, NormalScheduler};
     use super::*;
 
+    /// `config` as if Elixir had sent it as the term `key`.
+    fn decoded(config: Arc<SessionConfig>, key: &[u8]) -> Arc<DecodedConfig> {
+        Arc::new(DecodedConfig {
+            key: Value::bin(key),
+            config,
+        })
+    }
+
     fn mode(session: &Session, script: &str) -> &'static str {
         match session.run_mode_for(script).0 {
             RunMode::Live => "live",
@@ -1552,7 +1564,7 @@ mod tests {
         let quick = Some(script_shape::of("echo hi", &OwnCommands::NONE));
         let cost = |s: &Session| s.quick_cost_ns.load(Ordering::Relaxed);
         let config = Arc::new(SessionConfig::default());
-        let session = Session::new(config, &Value::bin(b"reset cost")).unwrap();
+        let session = Session::new(&decoded(config, b"reset cost")).unwrap();
         // Unknown until measured; the first exec's cost is the fresh one.
         session.as_built_again();
         assert_eq!(cost(&session), 0);
@@ -1569,7 +1581,7 @@ mod tests {
         // After a restored snapshot, the next exec is not on an interpreter
         // as built: it measures nothing for later resets.
         let config = Arc::new(SessionConfig::default());
-        let restored = Session::new(config, &Value::bin(b"reset cost 2")).unwrap();
+        let restored = Session::new(&decoded(config, b"reset cost 2")).unwrap();
         restored.forget_plain();
         restored.note_cost(quick, &measured(5), Duration::ZERO);
         restored.as_built_again();
@@ -1579,7 +1591,7 @@ mod tests {
     #[test]
     fn short_scripts_run_buffered_until_the_session_may_hold_code() {
         let config = Arc::new(SessionConfig::default());
-        let session = Session::new(config, &Value::bin(b"session tests")).unwrap();
+        let session = Session::new(&decoded(config, b"session tests")).unwrap();
         assert_eq!(mode(&session, "echo hi"), "buffered");
         // A loop runs live, and defines nothing.
         assert_eq!(mode(&session, "for i in 1 2; do echo $i; done"), "live");
@@ -1608,7 +1620,7 @@ mod tests {
     #[test]
     fn a_quick_exec_measures_its_cost_and_any_other_forgets_it() {
         let config = Arc::new(SessionConfig::default());
-        let session = Session::new(config, &Value::bin(b"session tests")).unwrap();
+        let session = Session::new(&decoded(config, b"session tests")).unwrap();
         let cost = || session.quick_cost_ns.load(Ordering::Relaxed);
         assert_eq!(cost(), 0);
         run(&session, "echo hi");
@@ -1625,7 +1637,7 @@ mod tests {
     #[test]
     fn a_quick_script_fits_when_its_commands_at_the_measured_cost_fit_the_budget() {
         let config = Arc::new(SessionConfig::default());
-        let session = Session::new(config, &Value::bin(b"session tests")).unwrap();
+        let session = Session::new(&decoded(config, b"session tests")).unwrap();
         let measured = |wall_time_us| Metrics {
             commands: 1,
             wall_time_us,
@@ -1676,7 +1688,7 @@ mod tests {
     #[test]
     fn a_loop_with_bounded_steps_fits_a_normal_scheduler_when_64_commands_fit_the_budget() {
         let config = Arc::new(SessionConfig::default());
-        let session = Session::new(config, &Value::bin(b"session tests")).unwrap();
+        let session = Session::new(&decoded(config, b"session tests")).unwrap();
         let cost = || session.quick_cost_ns.load(Ordering::Relaxed);
         let last_loop = || session.last_loop_wall_us.load(Ordering::Relaxed);
         let looping = "i=0; while [ $i -lt 50 ]; do i=$((i + 1)); done; echo $i";
@@ -1755,7 +1767,7 @@ mod tests {
     #[test]
     fn a_restored_session_runs_every_script_live() {
         let config = Arc::new(SessionConfig::default());
-        let session = Session::new(config, &Value::bin(b"session tests")).unwrap();
+        let session = Session::new(&decoded(config, b"session tests")).unwrap();
         session.forget_plain();
         assert_eq!(mode(&session, "echo hi"), "live");
     }

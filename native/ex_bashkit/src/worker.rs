@@ -65,7 +65,7 @@ use crate::callbacks::{self, Answer};
 use crate::config_cache::DecodedConfig;
 use crate::frame_input::FrameInput;
 use crate::lifecycle::{Op, OpCallOptions};
-use crate::options::{MountSpec, SessionConfig};
+use crate::options::MountSpec;
 use crate::reply::{Caller, FrameWriter, ReplyTo};
 use crate::runtime::{self, RuntimeConfig};
 use crate::session::{self, ExecCallOptions, Session};
@@ -84,6 +84,23 @@ type Sessions = Arc<Mutex<HashMap<u64, Arc<Session>>>>;
 /// One-shot execs (`{:exec_once, ...}`) by id, for `{:cancel_once, id}`.
 static ONE_SHOTS: std::sync::LazyLock<Mutex<HashMap<u64, std::sync::Weak<ExecTicket>>>> =
     std::sync::LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// The configuration of the last session built here: sessions of one
+/// configuration (a pool's) share it, term included, rather than each
+/// keeping a copy (`Session::warm`).
+static LAST_NEW: Mutex<Option<Arc<DecodedConfig>>> = Mutex::new(None);
+
+/// `key`, a `new` frame's configuration, decoded: the last one's if it is
+/// the same term.
+fn decoded_for_new(key: &Value) -> Result<Arc<DecodedConfig>, String> {
+    let mut last = LAST_NEW.lock();
+    if let Some(decoded) = last.as_ref().filter(|decoded| decoded.key == *key) {
+        return Ok(Arc::clone(decoded));
+    }
+    let decoded = Arc::new(DecodedConfig::from_value(key.clone())?);
+    *last = Some(Arc::clone(&decoded));
+    Ok(decoded)
+}
 
 /// Limits the worker applies to itself, from its command line.
 #[derive(Debug, Default)]
@@ -277,14 +294,13 @@ fn dispatch(
 ) -> Result<(), String> {
     if tag == "new" {
         let sid: u64 = arg(items, 2)?;
-        let key = items.get(3).ok_or("missing config")?;
-        let config = Arc::new(SessionConfig::from_value(key)?);
+        let decoded = decoded_for_new(items.get(3).ok_or("missing config")?)?;
         // Built on the reading thread, so that requests for this session
         // that follow it (a rebuild after a crash sends them back to back)
         // find it. Building takes tens of microseconds, or as long as its
         // `:files` and host mounts take to set up.
         let reply = reply_to(id, frames);
-        match Session::new(config, key) {
+        match Session::new(&decoded) {
             Ok(session) => {
                 sessions.lock().insert(sid, session);
                 reply.finish(&Value::ok());

@@ -14,6 +14,11 @@
 //! ([`warm::eligible`]): they are small, and they are the ones a caller
 //! passes many times. One carrying files, mounts or builtins is decoded
 //! each time, as before.
+//!
+//! A worker receives configurations as `Value`s, in its frames: it keeps
+//! the last one so remembered ([`decode_value`]). Sessions of one
+//! configuration (a pool's) then share its decoding, term included, which
+//! a session built from memory alone keeps for its resets.
 
 use std::sync::Arc;
 
@@ -61,6 +66,24 @@ pub fn decode(term: Term<'_>) -> NifResult<Arc<DecodedConfig>> {
     let decoded = Arc::new(DecodedConfig::from_value(Value::from_term(term)?)?);
     if warm::eligible(&decoded.config) {
         remember(term, &decoded);
+    }
+    Ok(decoded)
+}
+
+/// The last configuration [`decode_value`] remembered.
+static LAST_VALUE: Mutex<Option<Arc<DecodedConfig>>> = Mutex::new(None);
+
+/// The configuration a worker received as `key`: the last one remembered
+/// if it is the same term, else decoded now (and remembered if it is built
+/// from memory alone).
+pub fn decode_value(key: &Value) -> Result<Arc<DecodedConfig>, String> {
+    let mut last = LAST_VALUE.lock();
+    if let Some(decoded) = last.as_ref().filter(|decoded| decoded.key == *key) {
+        return Ok(Arc::clone(decoded));
+    }
+    let decoded = Arc::new(DecodedConfig::from_value(key.clone())?);
+    if warm::eligible(&decoded.config) {
+        *last = Some(Arc::clone(&decoded));
     }
     Ok(decoded)
 }

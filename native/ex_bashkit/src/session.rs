@@ -76,8 +76,8 @@ pub struct Session {
     config: Arc<SessionConfig>,
     /// The configuration with its term, when it is built from memory alone
     /// (`warm.rs`): `reset` then takes an interpreter built in advance.
-    /// Shared with `config_cache.rs` (in a worker, with the last session
-    /// built): the term is a few KiB.
+    /// Shared with `config_cache.rs`, which hands out one decoding per
+    /// term it remembers: the term is a few KiB.
     warm: Option<Arc<DecodedConfig>>,
     /// The host mounts in place now: `new/1`'s, plus and minus the runtime
     /// ones (see `runtime_mounts.rs`). Changed only under the interpreter

@@ -62,7 +62,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::callbacks::{self, Answer};
-use crate::config_cache::DecodedConfig;
+use crate::config_cache;
 use crate::frame_input::FrameInput;
 use crate::lifecycle::{Op, OpCallOptions};
 use crate::options::MountSpec;
@@ -84,23 +84,6 @@ type Sessions = Arc<Mutex<HashMap<u64, Arc<Session>>>>;
 /// One-shot execs (`{:exec_once, ...}`) by id, for `{:cancel_once, id}`.
 static ONE_SHOTS: std::sync::LazyLock<Mutex<HashMap<u64, std::sync::Weak<ExecTicket>>>> =
     std::sync::LazyLock::new(|| Mutex::new(HashMap::new()));
-
-/// The configuration of the last session built here: sessions of one
-/// configuration (a pool's) share it, term included, rather than each
-/// keeping a copy (`Session::warm`).
-static LAST_NEW: Mutex<Option<Arc<DecodedConfig>>> = Mutex::new(None);
-
-/// `key`, a `new` frame's configuration, decoded: the last one's if it is
-/// the same term.
-fn decoded_for_new(key: &Value) -> Result<Arc<DecodedConfig>, String> {
-    let mut last = LAST_NEW.lock();
-    if let Some(decoded) = last.as_ref().filter(|decoded| decoded.key == *key) {
-        return Ok(Arc::clone(decoded));
-    }
-    let decoded = Arc::new(DecodedConfig::from_value(key.clone())?);
-    *last = Some(Arc::clone(&decoded));
-    Ok(decoded)
-}
 
 /// Limits the worker applies to itself, from its command line.
 #[derive(Debug, Default)]
@@ -294,7 +277,7 @@ fn dispatch(
 ) -> Result<(), String> {
     if tag == "new" {
         let sid: u64 = arg(items, 2)?;
-        let decoded = decoded_for_new(items.get(3).ok_or("missing config")?)?;
+        let decoded = config_cache::decode_value(items.get(3).ok_or("missing config")?)?;
         // Built on the reading thread, so that requests for this session
         // that follow it (a rebuild after a crash sends them back to back)
         // find it. Building takes tens of microseconds, or as long as its
@@ -339,8 +322,7 @@ fn dispatch(
         return Ok(());
     }
     if tag == "exec_once" {
-        let key = items.get(2).ok_or("missing config")?.clone();
-        let decoded = Arc::new(DecodedConfig::from_value(key)?);
+        let decoded = config_cache::decode_value(items.get(2).ok_or("missing config")?)?;
         let script: String = arg(items, 3)?;
         // A quick script runs right here when an interpreter is ready.
         let prebuilt = session::once_quick_fits(&script)

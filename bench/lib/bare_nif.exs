@@ -28,6 +28,26 @@ defmodule Bench.BareNif do
   @doc "`{stdout, stderr, exit_code}` of `script`, run to completion in the call."
   def exec(_bash, _script), do: :erlang.nif_error(:not_loaded)
 
+  @doc """
+  `{:ok, {:done, id, {:ok, %ExBashkit.Result{}}}}` of `script`: `exec/2`
+  taking and answering what the library's exec NIF does (bench/raw/src/lib.rs).
+  """
+  def shaped_exec(_bash, _script, _call, _pid, _ref), do: :erlang.nif_error(:not_loaded)
+
+  # The call map `ExBashkit.Session.exec/3` makes when given no options.
+  @no_options %{stdin: nil, stream: false, timeout_ms: nil, track_changes: false}
+
+  @doc """
+  `{:ok, %ExBashkit.Result{}}` of `script`, through `shaped_exec/5` as
+  `ExBashkit.Session.exec/2` goes through its NIF, with no options: the
+  floor of `Session.exec/2` for its arguments and answer.
+  """
+  def exec_shaped(bash, script) when is_binary(script) do
+    case shaped_exec(bash, script, @no_options, self(), make_ref()) do
+      {:ok, {:done, _id, outcome}} -> outcome
+    end
+  end
+
   @doc "A new interpreter whose builtin `answer` asks Elixir (`round_trip/3`)."
   def new_calling, do: :erlang.nif_error(:not_loaded)
 

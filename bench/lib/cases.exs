@@ -96,6 +96,19 @@ defmodule Bench.Cases do
       sample("vm/bare_nif.exec", {2_000, 2_000, 200_000, 1_500}, quick?, fn ->
         Bench.BareNif.exec(bare, @echo)
       end)
+    end) ++ bare_nif_shaped_exec(quick?)
+  end
+
+  # The same behind `Session.exec/2`'s arguments and answer (`%Result{}`
+  # built in the NIF), none of its work: what the API's shape costs.
+  defp bare_nif_shaped_exec(quick?) do
+    with_bare_nif("vm/bare_nif.shaped_exec", fn ->
+      bare = Bench.BareNif.new()
+      {:ok, %ExBashkit.Result{stdout: "hi\n"}} = Bench.BareNif.exec_shaped(bare, @echo)
+
+      sample("vm/bare_nif.shaped_exec", {2_000, 2_000, 200_000, 1_500}, quick?, fn ->
+        Bench.BareNif.exec_shaped(bare, @echo)
+      end)
     end)
   end
 

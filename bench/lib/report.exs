@@ -664,6 +664,7 @@ defmodule Bench.Report do
         "#{fmt_ns(bare)} (#{fmt_signed_delta(bare, raw)} over raw's exec: what the VM costs any NIF) | |\n",
         "| **floor of `Session.exec`** = the bare NIF's exec | #{fmt_ns(bare)}; measured #{fmt_ns(s_exec)} ",
         "(#{fmt_signed_delta(s_exec, bare)} over the floor) | raw + 3 µs |\n",
+        shaped_row(median(r, "vm/bare_nif.shaped_exec"), bare, s_exec),
         if(is_number(bare_new),
           do:
             "| **floor of a `Session.new/1` built during the call** = the bare NIF's build (dropped where the VM collects it) | " <>
@@ -675,6 +676,17 @@ defmodule Bench.Report do
       "| **floor of `Session.exec`** = raw buffered | #{fmt_ns(buffered)}; measured #{fmt_ns(s_exec)} (#{fmt_delta(s_exec, buffered)} over the floor) | raw + 3 µs |\n"
     end
   end
+
+  # The bare NIF behind `Session.exec/2`'s arguments and answer: what the
+  # API's shape costs over the floor, and what the rest of our layer costs.
+  defp shaped_row(shaped, bare, s_exec) when is_number(shaped) do
+    "| the bare NIF with `Session.exec`'s shape: its arguments (call map, pid, ref) and " <>
+      "`{:ok, %Result{}}` built in the NIF, none of its work | #{fmt_ns(shaped)} " <>
+      "(#{fmt_signed_delta(shaped, bare)}: the API's shape); measured #{fmt_ns(s_exec)} " <>
+      "(#{fmt_signed_delta(s_exec, shaped)}: the rest of our layer) | raw + 3 µs |\n"
+  end
+
+  defp shaped_row(_shaped, _bare, _s_exec), do: ""
 
   # A back-call in this VM: the bare NIF's round trip (its request returned
   # by the exec, answered in a fresh process or in the caller, the script

@@ -6,7 +6,9 @@
 //! limits still apply). `bench/run.exs`
 //! loads it as `Bench.BareNif` (bench/lib/bare_nif.exs) and times it beside
 //! `Session.exec/2` and `Session.new/0`: what any NIF over bashkit pays in
-//! the VM, so the part of ours above it is ours.
+//! the VM, so the part of ours above it is ours. `shaped_exec/5` does the
+//! same behind the library's exec arguments and answer (`Session.exec/2`'s
+//! shape, none of its work): what the API's shape costs on top.
 //!
 //! A back-call the same way: an interpreter whose builtin `answer` asks
 //! Elixir (`new_calling/0`). Its exec returns the request instead of an
@@ -22,11 +24,13 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::Poll;
+use std::time::Instant;
 
 use bashkit::{async_trait, Bash, Builtin, BuiltinContext, ExecResult, ExecutionLimits};
-use rustler::{Binary, Encoder, Env, NewBinary, ResourceArc, Term};
+use rustler::{Binary, Encoder, Env, LocalPid, NewBinary, NifResult, ResourceArc, Term};
 use tokio::runtime::Runtime;
 use tokio::sync::oneshot;
 
@@ -80,6 +84,78 @@ fn outcome<'a>(env: Env<'a>, result: bashkit::Result<ExecResult>) -> (Binary<'a>
         ),
         Err(e) => (binary(env, b""), binary(env, e.to_string().as_bytes()), -1),
     }
+}
+
+/// `exec/2` behind `Session.exec/2`'s shape, and nothing of its work: it
+/// takes the library's arguments (the session, the script, the call map,
+/// the caller's pid and a reference) and answers as the library's exec NIF
+/// does for a script run within the call, `{:ok, {:done, id, {:ok,
+/// %ExBashkit.Result{}}}}`, the eleven fields built here. It reads the call
+/// map's fields but acts on none (the bench calls it without options);
+/// `commands` is not counted (always 1). What it costs over `exec/2` is what
+/// the API's shape alone costs any NIF; ours over it, what the rest of our
+/// layer (cancel, per-call timeouts, the session's call order, the quick
+/// budget, metering) costs.
+#[rustler::nif]
+fn shaped_exec<'a>(
+    env: Env<'a>,
+    bash: ResourceArc<BareBash>,
+    script: &str,
+    call: Term<'a>,
+    caller: LocalPid,
+    _reference: Term<'a>,
+) -> NifResult<Term<'a>> {
+    static EXEC_IDS: AtomicU64 = AtomicU64::new(1);
+    let stdin: Option<Binary> = call.map_get(atoms::stdin())?.decode()?;
+    let stream: bool = call.map_get(atoms::stream())?.decode()?;
+    let timeout_ms: Option<u64> = call.map_get(atoms::timeout_ms())?.decode()?;
+    let track_changes: bool = call.map_get(atoms::track_changes())?.decode()?;
+    let _ = (stdin, stream, timeout_ms, track_changes, caller);
+    let id = EXEC_IDS.fetch_add(1, Ordering::Relaxed);
+    let started = Instant::now();
+    let mut bash = bash.0.lock().expect("an earlier exec panicked");
+    let outcome = match poll_inline(rt(), bash.exec(script)).0 {
+        Ok(r) => {
+            let wall_time_us = started.elapsed().as_micros() as u64;
+            (atoms::ok(), result_struct(env, &r, wall_time_us)?).encode(env)
+        }
+        Err(e) => (atoms::error(), e.to_string()).encode(env),
+    };
+    Ok((atoms::ok(), (atoms::done(), id, outcome)).encode(env))
+}
+
+/// `%ExBashkit.Result{}` of `r`, its keys in the VM's term order (as the
+/// library builds it: `outcome.rs`).
+fn result_struct<'a>(env: Env<'a>, r: &ExecResult, wall_time_us: u64) -> NifResult<Term<'a>> {
+    let (stdout, stderr) = (r.stdout.as_bytes(), r.stderr.as_bytes());
+    let keys = [
+        atoms::__struct__(),
+        atoms::changes(),
+        atoms::commands(),
+        atoms::exit_code(),
+        atoms::stderr(),
+        atoms::stderr_bytes(),
+        atoms::stderr_truncated(),
+        atoms::stdout(),
+        atoms::stdout_bytes(),
+        atoms::stdout_truncated(),
+        atoms::wall_time_us(),
+    ]
+    .map(|key| key.encode(env));
+    let values = [
+        atoms::result_module().encode(env),
+        atoms::nil().encode(env),
+        1u64.encode(env),
+        r.exit_code.encode(env),
+        binary(env, stderr).encode(env),
+        stderr.len().encode(env),
+        r.stderr_truncated.encode(env),
+        binary(env, stdout).encode(env),
+        stdout.len().encode(env),
+        r.stdout_truncated.encode(env),
+        wall_time_us.encode(env),
+    ];
+    Term::map_from_term_arrays(env, &keys, &values)
 }
 
 /// What the builtin `answer` asks Elixir, and where the answer goes: the
@@ -225,7 +301,13 @@ fn process_cpu_ns() -> u64 {
 }
 
 mod atoms {
-    rustler::atoms! { done, call, builtin, error }
+    rustler::atoms! {
+        done, call, builtin, error, ok, nil,
+        stdin, stream, timeout_ms, track_changes,
+        __struct__, changes, commands, exit_code, stderr, stderr_bytes,
+        stderr_truncated, stdout, stdout_bytes, stdout_truncated, wall_time_us,
+        result_module = "Elixir.ExBashkit.Result",
+    }
 }
 
 fn binary<'a>(env: Env<'a>, bytes: &[u8]) -> Binary<'a> {

@@ -137,6 +137,12 @@ fn keep_message(env: Env, pid: &LocalPid, tag: &str, message: Term) -> bool {
 /// A value that answers a request or travels with one.
 pub trait Payload {
     fn to_value(&self) -> Value;
+
+    /// The payload as a term of `env`: [`Payload::to_value`]'s, built
+    /// without the `Value` where a payload knows how (an exec's result).
+    fn to_term<'a>(&self, env: Env<'a>) -> Term<'a> {
+        self.to_value().to_term(env)
+    }
 }
 
 impl Payload for Value {
@@ -244,35 +250,33 @@ impl Caller {
         match self {
             Caller::Process { pid, reference } => match reference {
                 Reference::Saved { env: ref_env, term } => {
-                    let value = payload.to_value();
                     if crate::runtime::on_beam_thread() {
                         // Without the NIF's env, refusing beats the panic
                         // `enif_send` would cause here.
                         return crate::runner::with_inline_env(|env| {
-                            let message = message(env, tag, load(env, ref_env, term), &value);
+                            let message = message(env, tag, load(env, ref_env, term), payload);
                             keep_message(env, pid, tag, message) || env.send(pid, message).is_ok()
                         })
                         .unwrap_or(false);
                     }
                     OwnedEnv::new()
                         .send_and_clear(pid, |env| {
-                            message(env, tag, load(env, ref_env, term), &value)
+                            message(env, tag, load(env, ref_env, term), payload)
                         })
                         .is_ok()
                 }
                 Reference::InNif { .. } => {
                     // The NIF's own inline poll sends with its env; anyone
                     // else leaves the message for that NIF to send.
-                    let value = payload.to_value();
                     let sent = crate::runner::with_inline_env(|nif| {
                         let reference = reference.in_nif(nif)?;
-                        let message = message(nif, tag, reference, &value);
+                        let message = message(nif, tag, reference, payload);
                         Some(keep_message(nif, pid, tag, message) || nif.send(pid, message).is_ok())
                     })
                     .flatten();
                     if sent.is_none() {
                         if let Reference::InNif { queued, .. } = reference {
-                            queued.push((tag, value));
+                            queued.push((tag, payload.to_value()));
                         }
                     }
                     sent.unwrap_or(true)
@@ -334,7 +338,12 @@ fn load<'e>(env: Env<'e>, ref_env: &OwnedEnv, term: &SavedTerm) -> Term<'e> {
 }
 
 /// `{tag, ref, payload}` built in `env`.
-fn message<'e>(env: Env<'e>, tag: &'static str, reference: Term<'e>, payload: &Value) -> Term<'e> {
+fn message<'e>(
+    env: Env<'e>,
+    tag: &'static str,
+    reference: Term<'e>,
+    payload: &dyn Payload,
+) -> Term<'e> {
     let tag = Value::atom(tag).to_term(env);
     (tag, reference, payload.to_term(env)).encode(env)
 }

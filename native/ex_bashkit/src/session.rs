@@ -1245,7 +1245,7 @@ fn quick_text<'a>(script: Term<'a>) -> Option<&'a str> {
     std::str::from_utf8(bytes).ok()
 }
 
-rustler::atoms! { stdin }
+rustler::atoms! { stdin, done }
 
 /// The body of `session_exec`, wherever it runs: `[handle, script, call,
 /// pid, ref]`. Arguments of the wrong type raise `badarg`, as rustler's
@@ -1295,9 +1295,7 @@ fn exec_answer<'a>(
     Ok(match (outcome, back_call) {
         // A back-call that the exec no longer waits for (it was cancelled
         // in the same poll) is dropped unsent: nobody would answer it.
-        (Some(outcome), _) => {
-            Value::tuple([Value::atom("done"), id.into(), outcome.to_value()]).to_term(env)
-        }
+        (Some(outcome), _) => (done(), id, outcome.to_term(env)).encode(env),
         (None, None) => Value::tuple([Value::atom("ok"), id.into()]).to_term(env),
         (None, Some(message)) => (rustler::types::atom::ok(), id, message).encode(env),
     })

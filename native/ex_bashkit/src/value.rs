@@ -276,11 +276,11 @@ fn atom_name(term: Term<'_>) -> rustler::NifResult<Cow<'static, str>> {
 pub fn field_of_term<T: FromValue>(term: Term<'_>, key: &'static str) -> Result<T, String> {
     let name = Cow::Borrowed(key);
     let atom = cached_atom(term.get_env(), &name).map_err(|_| format!("{key}: no such atom"))?;
-    let value = match term.map_get(atom) {
-        Ok(found) => Value::from_term_at(found, 1)?,
-        Err(_) => Value::nil(),
-    };
-    T::from_value(&value).map_err(|e| format!("{key}: {e}"))
+    match term.map_get(atom) {
+        Ok(found) => T::from_term(found),
+        Err(_) => T::from_value(&Value::nil()),
+    }
+    .map_err(|e| format!("{key}: {e}"))
 }
 
 /// Encode raw bytes as an Elixir binary in `env`.
@@ -350,6 +350,14 @@ impl From<&HashMap<String, String>> for Value {
 /// Decoding a typed value from a `Value`.
 pub trait FromValue: Sized {
     fn from_value(value: &Value) -> Result<Self, String>;
+
+    /// Decode a term of the calling process as [`FromValue::from_value`]
+    /// decodes its `Value`. The scalars of a call's options read the term
+    /// itself: a `Value` built and dropped per field was a tenth of a quick
+    /// exec's NIF call (bench/analysis.md, 2026-11-28 22:00).
+    fn from_term(term: Term<'_>) -> Result<Self, String> {
+        Self::from_value(&Value::from_term_at(term, 1)?)
+    }
 }
 
 impl FromValue for Value {
@@ -377,6 +385,11 @@ impl FromValue for bool {
             _ => Err(format!("expected a boolean, got {value:?}")),
         }
     }
+
+    fn from_term(term: Term<'_>) -> Result<Self, String> {
+        term.decode()
+            .map_err(|_| format!("expected a boolean, got {term:?}"))
+    }
 }
 
 macro_rules! int_from_value {
@@ -388,6 +401,13 @@ macro_rules! int_from_value {
                     other => Err(format!("expected an integer, got {other:?}")),
                 }
             }
+
+            fn from_term(term: Term<'_>) -> Result<Self, String> {
+                if term.get_type() != TermType::Integer {
+                    return Err(format!("expected an integer, got {term:?}"));
+                }
+                term.decode().map_err(|_| format!("{term:?} is out of range"))
+            }
         }
     )*};
 }
@@ -398,6 +418,13 @@ impl<T: FromValue> FromValue for Option<T> {
         match value.as_atom() {
             Some("nil") => Ok(None),
             _ => T::from_value(value).map(Some),
+        }
+    }
+
+    fn from_term(term: Term<'_>) -> Result<Self, String> {
+        match rustler::types::atom::nil() == term {
+            true => Ok(None),
+            false => T::from_term(term).map(Some),
         }
     }
 }
@@ -429,6 +456,13 @@ impl FromValue for Bytes {
         match value {
             Value::Binary(bytes) => Ok(Bytes(bytes.clone())),
             other => Err(format!("expected a binary, got {other:?}")),
+        }
+    }
+
+    fn from_term(term: Term<'_>) -> Result<Self, String> {
+        match term.decode_as_binary() {
+            Ok(binary) => Ok(Bytes(binary.as_slice().to_vec())),
+            Err(_) => Err(format!("expected a binary, got {term:?}")),
         }
     }
 }

@@ -149,6 +149,10 @@ impl Payload for Value {
     fn to_value(&self) -> Value {
         self.clone()
     }
+
+    fn to_term<'a>(&self, env: Env<'a>) -> Term<'a> {
+        Value::to_term(self, env)
+    }
 }
 
 /// Where one request's messages go.

@@ -1,7 +1,9 @@
 //! What an exec ends with, as it crosses to Elixir: a `%ExBashkit.Result{}`
-//! or a `%ExBashkit.Error{}`, built as `Value` maps with their `__struct__`
-//! key so both transports (NIF terms, the worker's ETF frames) deliver the
-//! struct itself and Elixir shapes nothing.
+//! or a `%ExBashkit.Error{}`, built as maps with their `__struct__` key so
+//! both transports (NIF terms, the worker's ETF frames) deliver the struct
+//! itself and Elixir shapes nothing. A result's fields are listed once
+//! (`result_fields`) and built from that list as a `Value` (a worker's
+//! frames) or straight as a term (the node: no `Value` tree per exec).
 //!
 //! A failed exec keeps the output the script wrote before it was stopped
 //! (`Partial`): an agent told "timed out" also needs what ran.

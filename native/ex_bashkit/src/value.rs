@@ -3,10 +3,14 @@
 //!
 //! The core never sees a `rustler::Term`: requests are decoded into a
 //! `Value` and then into typed structs (`FromValue`), and answers are built
-//! as `Value`s. That lets the same core serve two transports:
+//! as `Value`s (or from one declaration straight as terms, below). That lets the same core serve two transports:
 //!
 //! - in the node (NIF), a `Value` is converted to and from terms of the
 //!   calling process or of a message env (`to_term`, `from_term`);
+//! - on a quick exec's path in the node, two hot spots skip the `Value`
+//!   and keep one declaration: a call's scalar options are read straight
+//!   from the term (`FromValue::from_term`), and an exec's result is built
+//!   straight as a term from its field list (`outcome.rs`);
 //! - in a worker OS process, it is written to and read from the Erlang
 //!   external term format on a port (`etf.rs`), which Elixir reads with
 //!   `:erlang.binary_to_term/2` at no cost of a decoder of our own.

@@ -313,7 +313,7 @@ const RESULT_FIELDS: usize = 11;
 
 /// `%ExBashkit.Result{}` of an exec, as (key, field) pairs: the struct's one
 /// description, which both [`Payload::to_value`] (a worker's frames) and
-/// [`ExecOutcome::to_term`] (the node) build. Keys in the VM's term order:
+/// its `Payload::to_term` (the node) build. Keys in the VM's term order:
 /// it sorts a new map's keys, comparing atoms by their text, so keys that
 /// come sorted cost one comparison each.
 fn result_fields<'r>(

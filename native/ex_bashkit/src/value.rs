@@ -3,7 +3,8 @@
 //!
 //! The core never sees a `rustler::Term`: requests are decoded into a
 //! `Value` and then into typed structs (`FromValue`), and answers are built
-//! as `Value`s (or from one declaration straight as terms, below). That lets the same core serve two transports:
+//! as `Value`s (or from one declaration straight as terms, below). That
+//! lets the same core serve two transports:
 //!
 //! - in the node (NIF), a `Value` is converted to and from terms of the
 //!   calling process or of a message env (`to_term`, `from_term`);
@@ -351,7 +352,8 @@ impl From<&HashMap<String, String>> for Value {
     }
 }
 
-/// Decoding a typed value from a `Value`.
+/// Decoding a typed value from a `Value` (or from a term of the calling
+/// process, [`FromValue::from_term`]).
 pub trait FromValue: Sized {
     fn from_value(value: &Value) -> Result<Self, String>;
 

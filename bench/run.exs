@@ -36,7 +36,7 @@ defmodule Bench.Run do
 
     {opts, _, _} =
       OptionParser.parse(argv,
-        strict: [quick: :boolean, only: :string, out: :string, charts: :string]
+        strict: [quick: :boolean, only: :string, out: :string, charts: :string, renice: :integer]
       )
 
     quick? = Keyword.get(opts, :quick, false)

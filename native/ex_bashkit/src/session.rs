@@ -199,7 +199,8 @@ impl Session {
     /// in advance (`warm.rs`).
     pub fn new(decoded: &Arc<DecodedConfig>) -> Result<Arc<Self>, String> {
         let config = Arc::clone(&decoded.config);
-        let (bash, layer, interrupt, channel) = if warm::eligible(&config) {
+        let eligible = warm::eligible(&config);
+        let (bash, layer, interrupt, channel) = if eligible {
             let built = warm::take_or_build(&decoded.key, &config)?;
             (built.bash, built.layer, built.interrupt, None)
         } else {
@@ -213,7 +214,7 @@ impl Session {
             (bash, layer, interrupt, channel)
         };
         LIVE.fetch_add(1, Ordering::Relaxed);
-        let warm = warm::eligible(&config).then(|| Arc::clone(decoded));
+        let warm = eligible.then(|| Arc::clone(decoded));
         Ok(Arc::new(Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             fs: RwLock::new(bash.fs()),
@@ -1296,7 +1297,7 @@ fn exec_answer<'a>(
         // A back-call that the exec no longer waits for (it was cancelled
         // in the same poll) is dropped unsent: nobody would answer it.
         (Some(outcome), _) => (done(), id, outcome.to_term(env)).encode(env),
-        (None, None) => Value::tuple([Value::atom("ok"), id.into()]).to_term(env),
+        (None, None) => (rustler::types::atom::ok(), id).encode(env),
         (None, Some(message)) => (rustler::types::atom::ok(), id, message).encode(env),
     })
 }
@@ -1521,7 +1522,7 @@ fn session_reset<'a>(
     });
     dirty::account(env, started);
     Ok(match answer {
-        Some(answer) => Value::tuple([Value::atom("done"), answer]).to_term(env),
+        Some(answer) => (done(), answer.to_term(env)).encode(env),
         None => rustler::types::atom::ok().encode(env),
     })
 }

@@ -145,12 +145,14 @@ defmodule ExBashkit.AgentResultsTest do
     # The session's own timeout counts from an exec's start, as bashkit
     # applies it: an exec that waited for its turn behind another is not
     # timed out for the time it waited (in a worker, its owner checks with
-    # the worker before it answers in its stead).
+    # the worker before it answers in its stead). The second exec is still
+    # running (1.9 s to 3.8 s) when the deadline plus the slack (3.5 s)
+    # passes, and each exec stays 0.6 s within the limit.
     test "an exec queued behind another is not timed out by the time it waited" do
-      s = Session.new(limits: [timeout_ms: 1_500])
-      {:ok, first} = Session.exec_async(s, "sleep 1.4; echo first")
+      s = Session.new(limits: [timeout_ms: 2_500])
+      {:ok, first} = Session.exec_async(s, "sleep 1.9; echo first")
 
-      assert {:ok, %Result{stdout: "second\n"}} = Session.exec(s, "sleep 1.4; echo second")
+      assert {:ok, %Result{stdout: "second\n"}} = Session.exec(s, "sleep 1.9; echo second")
       assert_receive {:ex_bashkit, ^first, {:ok, %Result{stdout: "first\n"}}}, 5_000
     end
 

@@ -36,7 +36,9 @@ defmodule ExBashkit.Worker do
       start, so one that waited for its turn may not be due yet: it is
       looked at again when it is) and, if so, for its output so far, and
       answers with it (with what was streamed, or nothing, if that does not
-      come within 200 ms: the OS process gets no CPU). If the worker has
+      come within 200 ms: the OS process gets no CPU; an exec timed out by
+      its session's own timeout is asked about twice more, two seconds
+      apart, before, since it may not be due). If the worker has
       still not finished the exec `:worker_kill_grace_ms` later (default
       2 000), the worker is killed. `ExBashkit.Session.cancel/1` gets the
       same treatment.
@@ -71,6 +73,12 @@ defmodule ExBashkit.Worker do
   # so far, once asked (it reads every frame, and runs at most a quick
   # script between two).
   @output_wait_ms 200
+  # How many more times an exec whose deadline may not have come (its
+  # session's own timeout, which counts from its start) is asked about when
+  # the reading thread is late, before it is answered without its output.
+  # A worker runs at nice 10: beside a busy VM, its reading thread can be
+  # late without being frozen.
+  @late_asks 2
   @lifecycle_kinds [:state, :reset, :snapshot, :restore]
   # Interpreter threads of a worker: 16 MiB stacks (a stack overflow only
   # ends the worker, unlike in the node), at most 256 scripts at once; the
@@ -112,7 +120,10 @@ defmodule ExBashkit.Worker do
   @doc false
   # Send `request` to the worker; its messages reach the caller tagged with
   # `ref`. `meta` may carry `:timeout_ms` (the deadline of an exec, from
-  # now). Returns the request id, which for an exec is also its exec id.
+  # now) and `:from_start` (true when that deadline is the session's own
+  # timeout, which counts from the exec's start: one that waits for its
+  # turn is not due by then). Returns the request id, which for an exec is
+  # also its exec id.
   @spec request(pid(), reference(), request(), map()) :: pos_integer()
   def request(worker, ref, request, meta \\ %{}) do
     id = System.unique_integer([:positive])
@@ -278,10 +289,20 @@ defmodule ExBashkit.Worker do
     {:noreply, %{state | overdue: Map.delete(state.overdue, id)}}
   end
 
-  # The reading thread did not answer either (the OS process is frozen or
-  # starved): answer without the output.
-  def handle_info({:output_so_far_late, id}, state),
-    do: {:noreply, answer_pending(state, id, nil)}
+  # The reading thread did not answer in time (the OS process is frozen or
+  # starved). An exec timed out by its session's own timeout may not be due
+  # yet (see `@late_asks`): it is asked about again later. Any other is
+  # answered without the output: its deadline has passed for sure.
+  def handle_info({:output_so_far_late, id}, state) do
+    case {Map.get(state.answering, id), Map.get(state.routes, id)} do
+      {{:timeout, _}, %{from_start: true, lates: lates} = route} when lates < @late_asks ->
+        state = %{state | routes: Map.put(state.routes, id, %{route | lates: lates + 1})}
+        {:noreply, look_again(state, id, :deadline, look_again_ms(nil))}
+
+      _ ->
+        {:noreply, answer_pending(state, id, nil)}
+    end
+  end
 
   def handle_info({:ex_bashkit_reply, {:rebuild, sid}, {:error, message}}, state) do
     lost = Map.put(state.lost, sid, "session lost and not rebuilt: " <> message)
@@ -345,7 +366,17 @@ defmodule ExBashkit.Worker do
 
             mref = Process.monitor(pid)
             timer = deadline_timer(id, meta)
-            route = %{pid: pid, ref: ref, mref: mref, sid: sid, kind: kind, timer: timer}
+
+            route = %{
+              pid: pid,
+              ref: ref,
+              mref: mref,
+              sid: sid,
+              kind: kind,
+              timer: timer,
+              from_start: Map.get(meta, :from_start, false),
+              lates: 0
+            }
 
             state = %{
               state

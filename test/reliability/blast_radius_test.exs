@@ -165,6 +165,34 @@ defmodule ExBashkit.Reliability.BlastRadiusTest do
     assert_recovers(victim)
   end
 
+  # An exec timed out by its session's own timeout may not be due when its
+  # owner asks about it: that timeout counts from its start, and it waited
+  # for its turn. A reading thread too late to say so (here the OS process
+  # is stopped across the question and the wait for its answer) is asked
+  # again later: the exec is answered by itself, not as timed out.
+  test "an exec that waited for its turn is not timed out while its worker cannot say so" do
+    session = Session.new(isolation: :process, limits: [timeout_ms: 3_000])
+    os_pid = ExBashkit.Worker.os_pid(worker(session))
+    submitted = System.monotonic_time(:millisecond)
+    {:ok, first} = Session.exec_async(session, "sleep 2.2; echo first")
+    second = Task.async(fn -> Session.exec(session, "sleep 2.2; echo second") end)
+
+    # The second runs from 2.2 s to 4.4 s; its owner asks about it at 4 s
+    # (the deadline plus the slack) and gives the reading thread until
+    # 4.2 s. Stopped from 3.7 s to 4.35 s, it still ends within its limit.
+    Process.sleep(max(3_700 - (System.monotonic_time(:millisecond) - submitted), 0))
+    {_, 0} = System.cmd("kill", ["-STOP", "#{os_pid}"])
+
+    try do
+      Process.sleep(650)
+    after
+      System.cmd("kill", ["-CONT", "#{os_pid}"])
+    end
+
+    assert {:ok, {:ok, %Result{stdout: "second\n"}}} = Task.yield(second, 5_000)
+    assert_receive {:ex_bashkit, ^first, {:ok, %Result{stdout: "first\n"}}}, 1_000
+  end
+
   test "a caller killed mid-exec frees the worker: the session serves the next caller" do
     victim = Session.new(isolation: :process)
     {pid, ref} = spawn_monitor(fn -> Session.exec(victim, "sleep 30") end)

@@ -117,8 +117,12 @@ defmodule ExBashkit.Session.Exec do
 
   # The exec's deadline, computed once: the worker's owner answers by it
   # (`Backend.exec/5`), and so does a caller in the node (`awaiting/3`).
-  defp meta(session, call),
-    do: %{timeout_ms: deadline_ms(call.timeout_ms, session.timeout_ms)}
+  # The call's `:timeout_ms` counts from now; the session's own counts from
+  # the exec's start (`:from_start`), after any exec ahead of it.
+  defp meta(session, call) do
+    ms = deadline_ms(call.timeout_ms, session.timeout_ms)
+    %{timeout_ms: ms, from_start: ms != call.timeout_ms}
+  end
 
   # What exec `id`'s caller waits with: the session's back-call context,
   # and in the node how it gives up on a command that ignores its deadline.

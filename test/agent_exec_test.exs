@@ -422,7 +422,10 @@ defmodule ExBashkit.CallerDeathTest do
 
     queued = spawn(fn -> Session.exec(s, "echo ran > /queued") end)
     wait_until(fn -> waiting_for_reply?(queued) end)
+    watch = Process.monitor(queued)
     Process.exit(queued, :kill)
+    # Its death reaches the session before the gate opens.
+    assert_receive {:DOWN, ^watch, :process, ^queued, :killed}
 
     :ok = Session.remove(s, "/gate")
     assert {:ok, %Result{exit_code: 0}} = Task.await(first)

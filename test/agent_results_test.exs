@@ -24,7 +24,7 @@ defmodule ExBashkit.AgentResultsTest do
       s = Session.new()
 
       assert {:error, %Error{reason: :timeout, limit: nil, stdout: "partial\n"} = error} =
-               Session.exec(s, "echo partial; echo oops >&2; sleep 5", timeout_ms: 300)
+               Session.exec(s, "echo partial; echo oops >&2; sleep 5", timeout_ms: 1_000)
 
       assert error.stderr == "oops\n"
       assert error.exit_code == nil
@@ -86,7 +86,7 @@ defmodule ExBashkit.AgentResultsTest do
     test "stream/3 ends with the error struct" do
       s = Session.new()
 
-      events = s |> Session.stream("echo one; sleep 5", timeout_ms: 300) |> Enum.to_list()
+      events = s |> Session.stream("echo one; sleep 5", timeout_ms: 1_000) |> Enum.to_list()
 
       assert [{:stdout, "one\n"}, {:error, %Error{reason: :timeout, stdout: "one\n"}}] = events
     end
@@ -101,7 +101,7 @@ defmodule ExBashkit.AgentResultsTest do
     test "exec!/3 raises the same struct" do
       s = Session.new()
 
-      error = assert_raise Error, fn -> Session.exec!(s, "echo p; sleep 5", timeout_ms: 200) end
+      error = assert_raise Error, fn -> Session.exec!(s, "echo p; sleep 5", timeout_ms: 1_000) end
 
       assert %Error{reason: :timeout, stdout: "p\n"} = error
     end
@@ -124,7 +124,7 @@ defmodule ExBashkit.AgentResultsTest do
       assert {:ok, %Result{stdout: "IN\n"}} = ExBashkit.exec("tr a-z A-Z", stdin: "in\n")
 
       assert {:error, %Error{reason: :timeout, stdout: "one\n"}} =
-               ExBashkit.exec("echo one; sleep 5", timeout_ms: 300)
+               ExBashkit.exec("echo one; sleep 5", timeout_ms: 1_000)
 
       assert {:error, %Error{reason: :limit, limit: :max_commands}} =
                ExBashkit.exec("echo 1; echo 2; echo 3", %{limits: [max_commands: 1]})
@@ -146,13 +146,13 @@ defmodule ExBashkit.AgentResultsTest do
     # applies it: an exec that waited for its turn behind another is not
     # timed out for the time it waited (in a worker, its owner checks with
     # the worker before it answers in its stead). The second exec is still
-    # running (1.9 s to 3.8 s) when the deadline plus the slack (3.5 s)
-    # passes, and each exec stays 0.6 s within the limit.
+    # running (2.8 s to 5.6 s) when the deadline plus the slack (5 s)
+    # passes, and each exec stays 1.2 s within the limit.
     test "an exec queued behind another is not timed out by the time it waited" do
-      s = Session.new(limits: [timeout_ms: 2_500])
-      {:ok, first} = Session.exec_async(s, "sleep 1.9; echo first")
+      s = Session.new(limits: [timeout_ms: 4_000])
+      {:ok, first} = Session.exec_async(s, "sleep 2.8; echo first")
 
-      assert {:ok, %Result{stdout: "second\n"}} = Session.exec(s, "sleep 1.9; echo second")
+      assert {:ok, %Result{stdout: "second\n"}} = Session.exec(s, "sleep 2.8; echo second")
       assert_receive {:ex_bashkit, ^first, {:ok, %Result{stdout: "first\n"}}}, 5_000
     end
 
@@ -207,7 +207,7 @@ defmodule ExBashkit.AgentResultsTest do
 
     test "errors arrive as the struct" do
       s = Session.new()
-      {:ok, ref} = Session.exec_async(s, "echo x; sleep 5", timeout_ms: 300)
+      {:ok, ref} = Session.exec_async(s, "echo x; sleep 5", timeout_ms: 1_000)
       assert_receive {:ex_bashkit, ^ref, {:error, %Error{reason: :timeout, stdout: "x\n"}}}, 5_000
     end
 

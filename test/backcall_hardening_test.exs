@@ -157,7 +157,7 @@ defmodule ExBashkit.BackcallHardeningTest do
     defp blocking_builtin(parent) do
       fn _ ->
         send(parent, {:handler, self()})
-        Process.sleep(1_500)
+        Process.sleep(3_000)
         send(parent, :side_effect)
         {:ok, "late\n"}
       end
@@ -165,11 +165,11 @@ defmodule ExBashkit.BackcallHardeningTest do
 
     test "when the exec times out" do
       s = Session.new(builtins: %{"block" => blocking_builtin(self())})
-      assert {:error, %{message: message}} = Session.exec(s, "block", timeout_ms: 200)
+      assert {:error, %{message: message}} = Session.exec(s, "block", timeout_ms: 1_000)
       assert message =~ "timed out"
       assert_received {:handler, handler}
       refute Process.alive?(handler)
-      refute_receive :side_effect, 2_000
+      refute_receive :side_effect, 3_000
       assert run!(s, "echo alive").stdout == "alive\n"
     end
 
@@ -181,7 +181,7 @@ defmodule ExBashkit.BackcallHardeningTest do
       assert {:error, %{message: message}} = Task.await(task, 5_000)
       assert message =~ "cancel"
       refute Process.alive?(handler)
-      refute_receive :side_effect, 2_000
+      refute_receive :side_effect, 3_000
     end
 
     test "when a virtual_fs backend is still running" do
@@ -189,16 +189,16 @@ defmodule ExBashkit.BackcallHardeningTest do
 
       backend = fn _ ->
         send(parent, {:handler, self()})
-        Process.sleep(1_500)
+        Process.sleep(3_000)
         send(parent, :side_effect)
         {:ok, "late"}
       end
 
       s = Session.new(virtual_fs: %{"/slow" => backend})
-      assert {:error, _} = Session.exec(s, "cat /slow/x", timeout_ms: 200)
+      assert {:error, _} = Session.exec(s, "cat /slow/x", timeout_ms: 1_000)
       assert_received {:handler, handler}
       refute Process.alive?(handler)
-      refute_receive :side_effect, 2_000
+      refute_receive :side_effect, 3_000
     end
 
     test "when the handler passes builtin_timeout_ms" do
@@ -207,7 +207,7 @@ defmodule ExBashkit.BackcallHardeningTest do
       assert stderr =~ "builtin timed out after 100 ms"
       assert_received {:handler, handler}
       refute Process.alive?(handler)
-      refute_receive :side_effect, 2_000
+      refute_receive :side_effect, 3_000
     end
   end
 

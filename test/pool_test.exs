@@ -134,7 +134,7 @@ defmodule ExBashkit.PoolTest do
 
   describe "idle TTL" do
     test "idle sessions are dropped after idle_ttl_ms and rebuilt on demand" do
-      pool = pool!(size: 2, idle_ttl_ms: 50)
+      pool = pool!(size: 2, idle_ttl_ms: 1_000)
       assert Pool.stats(pool).idle == 2
       eventually(fn -> Pool.stats(pool).idle == 0 end)
 

@@ -271,11 +271,14 @@ defmodule ExBashkit.PythonTest do
   test "sessions run python in parallel without sharing anything" do
     results =
       1..8
-      |> Task.async_stream(fn i ->
-        s = Session.new(python: true)
-        run!(s, "python3 -c \"open('/n', 'w').write('#{i}')\"")
-        {i, Session.read_file(s, "/n")}
-      end)
+      |> Task.async_stream(
+        fn i ->
+          s = Session.new(python: true)
+          run!(s, "python3 -c \"open('/n', 'w').write('#{i}')\"")
+          {i, Session.read_file(s, "/n")}
+        end,
+        timeout: 30_000
+      )
       |> Enum.map(fn {:ok, r} -> r end)
 
     for {i, read} <- results, do: assert(read == {:ok, Integer.to_string(i)})

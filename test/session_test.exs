@@ -154,7 +154,10 @@ defmodule ExBashkit.SessionTest do
       script = "n=$(cat /count); sleep 0.01; echo $((n + 1)) > /count"
 
       1..20
-      |> Task.async_stream(fn _ -> Session.exec(s, script) end, max_concurrency: 20)
+      |> Task.async_stream(fn _ -> Session.exec(s, script) end,
+        max_concurrency: 20,
+        timeout: 30_000
+      )
       |> Enum.each(fn {:ok, {:ok, %Result{exit_code: 0}}} -> :ok end)
 
       # Interleaved read-modify-write would lose increments.

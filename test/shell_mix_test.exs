@@ -74,7 +74,7 @@ defmodule ExBashkit.ShellMixTest do
   end
 
   test "--timeout stops a runaway command and the next line still runs with the state intact" do
-    {out, err, status} = mix_shell("x=kept\nsleep 20\necho \"$x\"\n", ["--timeout", "300"])
+    {out, err, status} = mix_shell("x=kept\nsleep 20\necho \"$x\"\n", ["--timeout", "2000"])
     assert out == "kept\n"
     assert err =~ "ex_bashkit: "
     assert status == 0

@@ -103,7 +103,7 @@ defmodule ExBashkit.ShellTerminalTest do
     assert run(t, "%snapshot #{file}", 6) =~ "snapshot written to #{file}"
     assert File.exists?(file)
 
-    assert run(t, "%timeout 500", 7) =~ "timeout: 500 ms"
+    assert run(t, "%timeout 2000", 7) =~ "timeout: 2000 ms"
     Tmux.line(t, "echo started; sleep 30; echo never")
     screen = wait_prompts(t, 9)
     assert screen =~ "started\n"

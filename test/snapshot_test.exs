@@ -602,7 +602,8 @@ defmodule ExBashkit.SnapshotTest do
               2 -> Session.exec(s, "n=$(cat /count); echo $((n + 1)) > /count")
             end
           end,
-          max_concurrency: 20
+          max_concurrency: 20,
+          timeout: 30_000
         )
         |> Enum.map(fn {:ok, result} -> result end)
 

@@ -83,7 +83,7 @@ defmodule ExBashkit.ToolTest do
       session = Session.new()
 
       response =
-        Tool.call(session, %{"commands" => "v=1; echo started; sleep 10", "timeout_ms" => 100})
+        Tool.call(session, %{"commands" => "v=1; echo started; sleep 10", "timeout_ms" => 1_000})
 
       assert response["exit_code"] == 124
       assert response["error"] == "timeout"

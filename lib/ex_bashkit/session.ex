@@ -490,7 +490,7 @@ defmodule ExBashkit.Session do
       "SHOUT\\n"
 
       iex> session = ExBashkit.Session.new()
-      iex> {:error, error} = ExBashkit.Session.exec(session, "echo partial; sleep 5", timeout_ms: 300)
+      iex> {:error, error} = ExBashkit.Session.exec(session, "echo partial; sleep 5", timeout_ms: 1_000)
       iex> {error.reason, error.stdout}
       {:timeout, "partial\\n"}
   """

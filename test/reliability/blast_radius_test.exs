@@ -103,8 +103,12 @@ defmodule ExBashkit.Reliability.BlastRadiusTest do
   test "cancel/1 of a script that never reaches a command boundary answers promptly, with its output" do
     victim = Session.new(isolation: :process)
     hang = "echo before; echo a | uniq -f 1000000000000000000"
-    task = Task.async(fn -> Session.exec(victim, hang) end)
-    Health.wait_until(fn -> Session.cancel(victim) == :ok end, 10_000, "the script to start")
+    parent = self()
+    task = Task.async(fn -> Session.exec(victim, hang, stream_to: parent) end)
+    # Cancelled once `uniq` runs: a cancel before it stops the script at a
+    # command boundary, the usual way.
+    assert_receive {:ex_bashkit_output, {:stdout, "before\n"}}, 10_000
+    assert Session.cancel(victim) == :ok
 
     assert {:ok, {:error, error}} = Task.yield(task, @bound) || Task.shutdown(task)
     assert %ExBashkit.Error{reason: :cancelled, stdout: "before\n"} = error
@@ -171,16 +175,17 @@ defmodule ExBashkit.Reliability.BlastRadiusTest do
   # is stopped across the question and the wait for its answer) is asked
   # again later: the exec is answered by itself, not as timed out.
   test "an exec that waited for its turn is not timed out while its worker cannot say so" do
-    session = Session.new(isolation: :process, limits: [timeout_ms: 3_000])
+    session = Session.new(isolation: :process, limits: [timeout_ms: 4_000])
     os_pid = ExBashkit.Worker.os_pid(worker(session))
     submitted = System.monotonic_time(:millisecond)
-    {:ok, first} = Session.exec_async(session, "sleep 2.2; echo first")
-    second = Task.async(fn -> Session.exec(session, "sleep 2.2; echo second") end)
+    {:ok, first} = Session.exec_async(session, "sleep 2.8; echo first")
+    second = Task.async(fn -> Session.exec(session, "sleep 2.8; echo second") end)
 
-    # The second runs from 2.2 s to 4.4 s; its owner asks about it at 4 s
+    # The second runs from 2.8 s to 5.6 s; its owner asks about it at 5 s
     # (the deadline plus the slack) and gives the reading thread until
-    # 4.2 s. Stopped from 3.7 s to 4.35 s, it still ends within its limit.
-    Process.sleep(max(3_700 - (System.monotonic_time(:millisecond) - submitted), 0))
+    # 5.2 s. Stopped from 4.7 s to 5.35 s, it still ends 1.2 s within its
+    # limit.
+    Process.sleep(max(4_700 - (System.monotonic_time(:millisecond) - submitted), 0))
     {_, 0} = System.cmd("kill", ["-STOP", "#{os_pid}"])
 
     try do

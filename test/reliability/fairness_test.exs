@@ -72,6 +72,7 @@ defmodule ExBashkit.Reliability.FairnessTest do
     started = System.monotonic_time(:millisecond)
     Health.wait_until(fn -> not Health.running?(s) end, 30_000, "the session to go idle")
     elapsed = System.monotonic_time(:millisecond) - started
-    assert elapsed < 1_000, "the orphaned script ran on for #{elapsed} ms"
+    # Well under its 20 s limit: it was cancelled, not timed out.
+    assert elapsed < 10_000, "the orphaned script ran on for #{elapsed} ms"
   end
 end

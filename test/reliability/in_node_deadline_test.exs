@@ -68,7 +68,7 @@ defmodule ExBashkit.Reliability.InNodeDeadlineTest do
     canceller =
       spawn(fn ->
         receive do
-          {:ex_bashkit_output, {:stdout, "before\n"}} -> Process.sleep(500)
+          {:ex_bashkit_output, {:stdout, "before\n"}} -> Process.sleep(2_000)
         end
 
         Session.cancel(s)

@@ -122,7 +122,7 @@ defmodule ExBashkit.Security.LifecycleTest do
       # port owner, or the NIF's monitor) learns of the death by a monitor
       # of its own, which may fire after ours. Freeing the session in the
       # same instant would race it, which is not what this test is about.
-      Process.sleep(200)
+      Process.sleep(1_000)
       assert {:ok, %Result{exit_code: 0}} = release(held)
       # Neither the reset nor the restore ran once the session was free.
       assert {:ok, %Result{stdout: "1\n"}} = Session.exec(s, "echo $x")

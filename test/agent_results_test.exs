@@ -28,12 +28,12 @@ defmodule ExBashkit.AgentResultsTest do
 
       assert error.stderr == "oops\n"
       assert error.exit_code == nil
-      assert error.message =~ "timed out after 300 ms"
+      assert error.message =~ "timed out after 1000 ms"
       assert {:ok, %Result{stdout: "alive\n"}} = Session.exec(s, "echo alive")
     end
 
     test "the session's timeout_ms limit names its key" do
-      s = Session.new(limits: [timeout_ms: 300])
+      s = Session.new(limits: [timeout_ms: 1_000])
 
       assert {:error, %Error{reason: :timeout, limit: :timeout_ms, stdout: "a\n"} = error} =
                Session.exec(s, "echo a; sleep 5")

@@ -36,9 +36,9 @@ defmodule ExBashkit.Worker do
       start, so one that waited for its turn may not be due yet: it is
       looked at again when it is) and, if so, for its output so far, and
       answers with it (with what was streamed, or nothing, if that does not
-      come within 200 ms: the OS process gets no CPU; an exec timed out by
-      its session's own timeout is asked about twice more, two seconds
-      apart, before, since it may not be due). If the worker has
+      come within 200 ms: the OS process gets no CPU. An exec timed out by
+      its session's own timeout, which may not be due, is first asked
+      about twice more, two seconds apart). If the worker has
       still not finished the exec `:worker_kill_grace_ms` later (default
       2 000), the worker is killed. `ExBashkit.Session.cancel/1` gets the
       same treatment.

@@ -9,16 +9,17 @@ defmodule ExBashkit.Reliability.InNodeDeadlineTest do
   # the command runs on, and its late answer never reaches the caller. A
   # cancelled one is answered a second after the cancel.
   #
-  # `uniq -f 100000` over 30 000 lines skips fields for seconds without a
+  # `uniq -f 100000` over 60 000 lines skips fields for seconds without a
   # check (bombs.rs refuses larger counts, which never return), then ends
-  # by itself. Runs alone (`async: false`): the one-shot case sets the
+  # by itself: 5.6 s on a quiet machine (90 µs a line; 30 000 lines, 2.7 s,
+  # left a cancel's answer too little room on CI). Runs alone (`async: false`): the one-shot case sets the
   # isolation mode, and every case counts the scripts still running.
   use ExUnit.Case, async: false
 
   alias ExBashkit.{Backend, Error, Result, Session}
   alias ExBashkit.Test.Health
 
-  @long "echo before; seq 30000 | uniq -f 100000 | wc -l"
+  @long "echo before; seq 60000 | uniq -f 100000 | wc -l"
 
   setup do
     on_exit(fn -> Health.wait_until(&no_scripts?/0, 60_000, "the commands to end") end)
@@ -62,13 +63,14 @@ defmodule ExBashkit.Reliability.InNodeDeadlineTest do
   test "a cancelled exec is answered a second after the cancel" do
     s = Session.new(isolation: :in_node)
 
-    # Cancelled once `uniq` runs: after the `echo`'s output, and the half
-    # second `seq` may take (a cancel before `uniq` starts stops the script
-    # at that command boundary, the usual way).
+    # Cancelled once `uniq` runs: a second after the `echo`'s output, well
+    # past the 50 ms `seq` takes (a cancel before `uniq` starts stops the
+    # script at that command boundary, the usual way). Answered a second
+    # later, while `uniq` runs on for seconds.
     canceller =
       spawn(fn ->
         receive do
-          {:ex_bashkit_output, {:stdout, "before\n"}} -> Process.sleep(2_000)
+          {:ex_bashkit_output, {:stdout, "before\n"}} -> Process.sleep(1_000)
         end
 
         Session.cancel(s)

@@ -359,6 +359,8 @@ enum ResultField<'r> {
 
 const RESULT_MODULE: &str = "Elixir.ExBashkit.Result";
 
+rustler::atoms! { result_module = RESULT_MODULE }
+
 impl ResultField<'_> {
     fn to_value(&self) -> Value {
         match self {
@@ -372,10 +374,7 @@ impl ResultField<'_> {
 
     fn to_term<'a>(&self, env: Env<'a>) -> Term<'a> {
         match self {
-            ResultField::Module => {
-                static MODULE: OnceLock<Atom> = OnceLock::new();
-                MODULE.get_or_init(|| atom(env, RESULT_MODULE)).encode(env)
-            }
+            ResultField::Module => result_module().encode(env),
             ResultField::Changes(None) => rustler::types::atom::nil().encode(env),
             // Only with `track_changes: true`, where the scans dwarf this.
             ResultField::Changes(changes) => changes_value(changes).to_term(env),

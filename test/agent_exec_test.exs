@@ -366,11 +366,12 @@ defmodule ExBashkit.AgentExecTest do
     test "a reset waits for the running exec, then resets" do
       s = Session.new()
       for _ <- 1..3, do: assert(Session.reset(s) == :ok)
-      caller = Task.async(fn -> Session.exec(s, "sleep 0.3; X=1; echo done") end)
+      # Long enough to be seen running by a poll of a busy worker.
+      caller = Task.async(fn -> Session.exec(s, "sleep 3; X=1; echo done") end)
       wait_until_running(s)
 
       assert Session.reset(s) == :ok
-      assert {:ok, %{stdout: "done\n"}} = Task.await(caller, 5_000)
+      assert {:ok, %{stdout: "done\n"}} = Task.await(caller, 10_000)
       refute Map.has_key?(Session.state(s).variables, "X")
     end
   end

@@ -80,7 +80,10 @@ defmodule ExBashkit.PoolTest do
       pool = pool!(size: 1, max_queue: 1)
       holder = hold(pool)
       test = self()
-      waiter = spawn(fn -> send(test, {:waited, Pool.exec(pool, "echo served")}) end)
+
+      {waiter, waiter_ref} =
+        spawn_monitor(fn -> send(test, {:waited, Pool.exec(pool, "echo served")}) end)
+
       eventually(fn -> Pool.stats(pool).waiting == 1 end)
 
       assert Pool.exec(pool, "echo no") == {:error, :overloaded}
@@ -89,7 +92,7 @@ defmodule ExBashkit.PoolTest do
       send(holder, :release)
       assert_receive {:waited, {:ok, %Result{stdout: "served\n"}}}, 5_000
       assert_receive {:released, ^holder}, 5_000
-      refute Process.alive?(waiter)
+      assert_receive {:DOWN, ^waiter_ref, :process, ^waiter, :normal}, 5_000
       assert %{busy: 0, waiting: 0} = Pool.stats(pool)
     end
 
@@ -134,7 +137,9 @@ defmodule ExBashkit.PoolTest do
 
   describe "idle TTL" do
     test "idle sessions are dropped after idle_ttl_ms and rebuilt on demand" do
-      pool = pool!(size: 2, idle_ttl_ms: 1_000)
+      # Long enough that building both sessions (the TTL counts from the
+      # pool's start) and the first reads come well within it.
+      pool = pool!(size: 2, idle_ttl_ms: 3_000)
       assert Pool.stats(pool).idle == 2
       eventually(fn -> Pool.stats(pool).idle == 0 end)
 

@@ -43,10 +43,12 @@ defmodule ExBashkit.ServerClusterTest do
     start_supervised!({Server, name: name, checkpoint: true, files: %{"/seed" => "s"}})
     origin = GenServer.whereis(name)
     assert {:ok, _} = Server.exec(name, @stateful)
+    gone = Process.monitor(origin)
 
     assert {:ok, there} = Server.migrate(name, peer)
     assert node(there) == peer
-    refute Process.alive?(origin)
+    # The origin answers the migration, then stops once it relays nothing.
+    assert_receive {:DOWN, ^gone, :process, ^origin, :normal}, 5_000
     assert GenServer.whereis(name) == there
     assert {:ok, %Result{stdout: @expected}} = Server.exec(name, @probe)
     assert {:ok, "s"} = Server.read_file(name, "/seed")
@@ -87,6 +89,46 @@ defmodule ExBashkit.ServerClusterTest do
     {:ok, log} = Server.read_file(name, "/log")
     lines = log |> String.split("\n", trim: true) |> Enum.map(&String.to_integer/1)
     assert Enum.sort(lines) == Enum.to_list(1..80)
+  end
+
+  # After a migration the origin relays what was queued behind it, and
+  # stops once nothing is pending and its mailbox is empty, whatever its
+  # last message was: a cast that came after the last relayed answer used
+  # to keep it alive for good. The origin is suspended while that answer
+  # arrives, so the cast comes after it.
+  test "the origin stops once it has relayed everything, even after a late cast", %{peer: peer} do
+    name = global_name(:relay)
+    start_supervised!({Server, name: name})
+    origin = GenServer.whereis(name)
+    gone = Process.monitor(origin)
+    waiting? = fn task -> Process.info(task.pid, :status) == {:status, :waiting} end
+
+    # An exec running, then a migration and an exec queued behind it.
+    [running, migration, queued] =
+      for call <- [
+            fn -> Server.exec(name, "sleep 1; echo first") end,
+            fn -> Server.migrate(name, peer) end,
+            fn -> Server.exec(name, "sleep 1; echo relayed") end
+          ] do
+        task = Task.async(call)
+        eventually(fn -> waiting?.(task) end)
+        task
+      end
+
+    assert {:ok, %Result{stdout: "first\n"}} = Task.await(running, 10_000)
+    assert {:ok, there} = Task.await(migration, 10_000)
+    assert node(there) == peer
+    :ok = :sys.suspend(origin)
+
+    eventually(fn ->
+      match?({:message_queue_len, n} when n > 0, Process.info(origin, :message_queue_len))
+    end)
+
+    GenServer.cast(origin, :late)
+    :ok = :sys.resume(origin)
+
+    assert {:ok, %Result{stdout: "relayed\n"}} = Task.await(queued, 10_000)
+    assert_receive {:DOWN, ^gone, :process, ^origin, :normal}, 5_000
   end
 
   test "a migration to a node without ExBashkit fails and leaves the server where it was" do

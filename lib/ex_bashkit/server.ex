@@ -602,9 +602,11 @@ defmodule ExBashkit.Server do
   end
 
   @impl true
+  # Forwarded; then the relay stops if that was all it had left to do (as
+  # after any message: otherwise a cast that came last would keep it alive).
   def handle_cast(request, %{relay: relay} = state) when relay != nil do
     GenServer.cast(relay.to, request)
-    {:noreply, state}
+    relay_or_stop(state)
   end
 
   def handle_cast({:cancel_stream, tag}, state) do

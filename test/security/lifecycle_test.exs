@@ -111,9 +111,14 @@ defmodule ExBashkit.Security.LifecycleTest do
           end)
 
         assert_receive :submitting, 5_000
-        # Give the call time to be submitted (it is then queued behind the
+        # Submitted once the caller waits for its answer (queued behind the
         # held exec); the kill is what the test is about.
-        Process.sleep(200)
+        ExBashkit.Test.Health.wait_until(
+          fn -> Process.info(pid, :status) == {:status, :waiting} end,
+          10_000,
+          "the call to be submitted"
+        )
+
         Process.exit(pid, :kill)
         assert_receive {:DOWN, ^mref, :process, ^pid, :killed}, 5_000
       end
@@ -290,9 +295,12 @@ defmodule ExBashkit.Security.LifecycleTest do
           end)
         end
 
-      # Let both snapshots start (they take seconds); then a short exec whose
-      # `sleep` needs the runtime's timer.
-      Process.sleep(300)
+      # Let both snapshots start; then a short exec whose `sleep` needs the
+      # runtime's timer. Two 90 MB snapshots side by side take over a second
+      # on a quiet machine (one alone: 0.6-1.7 s in the node, 1.1-2.0 s in a
+      # worker), the short exec about 60 ms: a short wait here leaves the
+      # race its margin.
+      Process.sleep(100)
       {:ok, %Result{stdout: "ok\n"}} = Session.exec(small, "sleep 0.05; echo ok")
       send(test, :small_done)
 

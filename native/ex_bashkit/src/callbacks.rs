@@ -35,7 +35,6 @@
 //! session, or a filesystem-API call made from a BEAM thread) a back-call
 //! fails at once instead of sending a message nobody will answer.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Instant;
@@ -48,6 +47,7 @@ use crate::dirty;
 use crate::interrupt::Interrupt;
 use crate::reply::{self, Payload, SharedCaller};
 use crate::value::Value;
+use crate::word_hash::IdMap;
 
 /// What Elixir answered, already validated and normalized there.
 #[derive(Debug)]
@@ -82,8 +82,7 @@ pub enum CallError {
 }
 
 static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
-static PENDING: LazyLock<Mutex<HashMap<u64, Waiter>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
+static PENDING: LazyLock<Mutex<IdMap<Waiter>>> = LazyLock::new(|| Mutex::new(IdMap::default()));
 
 /// A back-call waiting for its answer.
 struct Waiter {

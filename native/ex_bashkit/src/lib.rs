@@ -46,6 +46,7 @@ mod teardown;
 mod tools;
 mod warm;
 mod watchdog;
+mod word_hash;
 
 // Tar images and shared base images (`rootfs:`, `export_tar`, `base:`).
 mod base_layer;

@@ -33,6 +33,7 @@ use crate::script_shape::{self, OwnCommands, ScriptShape};
 use crate::teardown::{self, DropLater};
 use crate::value::{Bytes, Value};
 use crate::watchdog::{self, ExecTicket};
+use crate::word_hash::IdMap;
 use crate::{dirty, from_map, guard, runtime, warm};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -65,7 +66,7 @@ pub struct Session {
     /// The running exec's cancellation state, for `cancel/1`.
     current: Mutex<Option<Arc<ExecTicket>>>,
     /// Every submitted exec not yet ended, by id: `cancel_exec`.
-    tickets: Mutex<HashMap<u64, Weak<ExecTicket>>>,
+    tickets: Mutex<IdMap<Weak<ExecTicket>>>,
     /// Route of builtin / virtual_fs back-calls, when the session has any.
     channel: Option<Arc<CallbackChannel>>,
     /// Wakes the running exec's waits (sleep, back-calls) on cancel/timeout.
@@ -221,7 +222,7 @@ impl Session {
             layer: RwLock::new(layer),
             bash: Arc::new(tokio::sync::Mutex::new(bash)),
             current: Mutex::new(None),
-            tickets: Mutex::new(HashMap::new()),
+            tickets: Mutex::new(IdMap::default()),
             channel,
             interrupt: Mutex::new(interrupt),
             warm,

@@ -22,10 +22,12 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 
 use rustler::types::tuple::make_tuple;
 use rustler::{Encoder, Env, NewBinary, Term, TermType};
+
+use crate::word_hash::WordHasher;
 
 thread_local! {
     /// The atoms of names compiled into this library, by the address and
@@ -37,34 +39,8 @@ thread_local! {
     static STATIC_ATOMS: RefCell<AtomCache> = RefCell::new(AtomCache::default());
 }
 
-/// Literals' atoms by address and length, hashed by [`AddressHasher`].
-type AtomCache = HashMap<(usize, usize), rustler::Atom, BuildHasherDefault<AddressHasher>>;
-
-/// A multiply per word: the keys are two machine words that nobody outside
-/// this library chooses. SipHash, the default, was 0.7 % of a 64-session
-/// `echo hi` exec's CPU (`perf`).
-#[derive(Default)]
-struct AddressHasher(u64);
-
-impl Hasher for AddressHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.write_u64(u64::from(*byte));
-        }
-    }
-
-    fn write_u64(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-
-    fn write_usize(&mut self, word: usize) {
-        self.write_u64(word as u64);
-    }
-}
+/// Literals' atoms by address and length (keys of our own: `word_hash.rs`).
+type AtomCache = HashMap<(usize, usize), rustler::Atom, BuildHasherDefault<WordHasher>>;
 
 /// The atom `name`: from the cache when `name` is a literal of this library.
 // It takes the `Cow` itself: which variant it is (a `'static` literal or

@@ -55,7 +55,6 @@
 //! and applies the address-space and CPU-time limits it was started with
 //! (`--max-memory`, `--max-cpu-seconds`).
 
-use std::collections::HashMap;
 use std::io::{self, Read};
 use std::sync::Arc;
 
@@ -72,6 +71,7 @@ use crate::session::{self, ExecCallOptions, Session};
 use crate::snapshot::{self, SnapshotRequest};
 use crate::value::{Bytes, FromValue, Value};
 use crate::watchdog::ExecTicket;
+use crate::word_hash::IdMap;
 use crate::{etf, fs_api, outcome, warm};
 use crate::{runtime_mounts, search};
 
@@ -79,11 +79,11 @@ use crate::{runtime_mounts, search};
 /// bounded well below it by the session's own limits).
 const MAX_FRAME: usize = 1 << 30;
 
-type Sessions = Arc<Mutex<HashMap<u64, Arc<Session>>>>;
+type Sessions = Arc<Mutex<IdMap<Arc<Session>>>>;
 
 /// One-shot execs (`{:exec_once, ...}`) by id, for `{:cancel_once, id}`.
-static ONE_SHOTS: std::sync::LazyLock<Mutex<HashMap<u64, std::sync::Weak<ExecTicket>>>> =
-    std::sync::LazyLock::new(|| Mutex::new(HashMap::new()));
+static ONE_SHOTS: std::sync::LazyLock<Mutex<IdMap<std::sync::Weak<ExecTicket>>>> =
+    std::sync::LazyLock::new(|| Mutex::new(IdMap::default()));
 
 /// Limits the worker applies to itself, from its command line.
 #[derive(Debug, Default)]
@@ -134,7 +134,7 @@ pub fn main() -> i32 {
     crate::guard::install_panic_hook();
 
     let frames = FrameWriter::new(unbuffered_stdout());
-    let sessions: Sessions = Arc::new(Mutex::new(HashMap::new()));
+    let sessions: Sessions = Arc::new(Mutex::new(IdMap::default()));
     let mut stdin = io::BufReader::new(FrameInput::stdin());
     loop {
         match read_frame(&mut stdin) {

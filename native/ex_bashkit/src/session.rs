@@ -716,13 +716,13 @@ pub fn exec(
             // there is reported as deleted, not as a new file). Scans stop
             // at the exec's deadline (or a cancel); the change set is then
             // marked incomplete.
-            let skip: Vec<String> = session
-                .config
-                .virtual_fs
-                .iter()
-                .chain(&session.config.soft_delete)
-                .cloned()
-                .collect();
+            let skip: Vec<String> = match call.track_changes {
+                true => (session.config.virtual_fs.iter())
+                    .chain(&session.config.soft_delete)
+                    .cloned()
+                    .collect(),
+                false => Vec::new(),
+            };
             let skip = &skip;
             let stop = || ticket.is_stopped();
             let before = match call.track_changes {

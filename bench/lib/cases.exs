@@ -86,39 +86,6 @@ defmodule Bench.Cases do
     ] ++ bare_nif_exec(quick?) ++ bash_sample("echo_hi", @echo, quick?)
   end
 
-  # The same `echo hi` through the bare NIF (bench/lib/bare_nif.exs), timed
-  # like `Session.exec/2` in the same rounds: the floor of an exec in the VM.
-  defp bare_nif_exec(quick?) do
-    with_bare_nif("vm/bare_nif.exec", fn ->
-      bare = Bench.BareNif.new()
-      {"hi\n", "", 0} = Bench.BareNif.exec(bare, @echo)
-
-      sample("vm/bare_nif.exec", {2_000, 2_000, 200_000, 1_500}, quick?, fn ->
-        Bench.BareNif.exec(bare, @echo)
-      end)
-    end) ++ bare_nif_shaped_exec(quick?)
-  end
-
-  # The same behind `Session.exec/2`'s arguments and answer (`%Result{}`
-  # built in the NIF), none of its work: what the API's shape costs.
-  defp bare_nif_shaped_exec(quick?) do
-    with_bare_nif("vm/bare_nif.shaped_exec", fn ->
-      bare = Bench.BareNif.new()
-      {:ok, %ExBashkit.Result{stdout: "hi\n"}} = Bench.BareNif.exec_shaped(bare, @echo)
-
-      sample("vm/bare_nif.shaped_exec", {2_000, 2_000, 200_000, 1_500}, quick?, fn ->
-        Bench.BareNif.exec_shaped(bare, @echo)
-      end)
-    end)
-  end
-
-  # `case_fun`'s record, or `name` reported unavailable without the bare NIF.
-  defp with_bare_nif(name, case_fun) do
-    if Bench.BareNif.available?(),
-      do: [case_fun.()],
-      else: [{:unavailable, name, "the bare NIF is not built (scripts/bench builds it)"}]
-  end
-
   def run("new", quick?) do
     [
       sample("ours/session_new.new", {500, 1_000, 100_000, 1_500}, quick?, &Session.new/0),
@@ -135,14 +102,6 @@ defmodule Bench.Cases do
         Session.new(limits: [max_commands: 1_000_000 + System.unique_integer([:positive])])
       end)
     ] ++ bare_nif_new(quick?)
-  end
-
-  # An interpreter built during the call by the bare NIF, dropped where the
-  # VM collects its handle: the floor of a `Session.new/1` built in the call.
-  defp bare_nif_new(quick?) do
-    with_bare_nif("vm/bare_nif.new", fn ->
-      sample("vm/bare_nif.new", {500, 1_000, 100_000, 1_500}, quick?, &Bench.BareNif.new/0)
-    end)
   end
 
   def run("loop", quick?) do
@@ -195,29 +154,6 @@ defmodule Bench.Cases do
     else
       {:error, reason} -> [{:unavailable, name, reason}]
     end
-  end
-
-  # The same round trip through the bare NIF: the request returned by its
-  # exec, answered by a function in a fresh process (as the library runs a
-  # builtin) or in the caller, and handed back by a second call that
-  # resumes the script there. The floor of a back-call in the VM, and what
-  # the process alone costs.
-  defp bare_nif_builtin(quick?) do
-    answer = fn _request -> "x\n" end
-
-    Enum.flat_map(
-      [{"vm/bare_nif.builtin", []}, {"vm/bare_nif.builtin_in_caller", [in_caller: true]}],
-      fn {name, opts} ->
-        with_bare_nif(name, fn ->
-          bare = Bench.BareNif.new_calling()
-          {"x\n", "", 0} = Bench.BareNif.round_trip(bare, @builtin, answer, opts)
-
-          sample(name, {2_000, 2_000, 200_000, 1_500}, quick?, fn ->
-            Bench.BareNif.round_trip(bare, @builtin, answer, opts)
-          end)
-        end)
-      end
-    )
   end
 
   def run("vfs_backend", quick?) do
@@ -303,6 +239,72 @@ defmodule Bench.Cases do
 
   def run("responsiveness", quick?) do
     Sampler.isolated(fn -> responsiveness(quick?) end)
+  end
+
+  # -- the bare NIF's floors, beside the cases above ----------------------------
+
+  # The same `echo hi` through the bare NIF (bench/lib/bare_nif.exs), timed
+  # like `Session.exec/2` in the same rounds: the floor of an exec in the VM.
+  defp bare_nif_exec(quick?) do
+    with_bare_nif("vm/bare_nif.exec", fn ->
+      bare = Bench.BareNif.new()
+      {"hi\n", "", 0} = Bench.BareNif.exec(bare, @echo)
+
+      sample("vm/bare_nif.exec", {2_000, 2_000, 200_000, 1_500}, quick?, fn ->
+        Bench.BareNif.exec(bare, @echo)
+      end)
+    end) ++ bare_nif_shaped_exec(quick?)
+  end
+
+  # The same behind `Session.exec/2`'s arguments and answer (`%Result{}`
+  # built in the NIF), none of its work: what the API's shape costs.
+  defp bare_nif_shaped_exec(quick?) do
+    with_bare_nif("vm/bare_nif.shaped_exec", fn ->
+      bare = Bench.BareNif.new()
+      {:ok, %ExBashkit.Result{stdout: "hi\n"}} = Bench.BareNif.exec_shaped(bare, @echo)
+
+      sample("vm/bare_nif.shaped_exec", {2_000, 2_000, 200_000, 1_500}, quick?, fn ->
+        Bench.BareNif.exec_shaped(bare, @echo)
+      end)
+    end)
+  end
+
+  # `case_fun`'s record, or `name` reported unavailable without the bare NIF.
+  defp with_bare_nif(name, case_fun) do
+    if Bench.BareNif.available?(),
+      do: [case_fun.()],
+      else: [{:unavailable, name, "the bare NIF is not built (scripts/bench builds it)"}]
+  end
+
+  # An interpreter built during the call by the bare NIF, dropped where the
+  # VM collects its handle: the floor of a `Session.new/1` built in the call.
+  defp bare_nif_new(quick?) do
+    with_bare_nif("vm/bare_nif.new", fn ->
+      sample("vm/bare_nif.new", {500, 1_000, 100_000, 1_500}, quick?, &Bench.BareNif.new/0)
+    end)
+  end
+
+  # The same round trip through the bare NIF: the request returned by its
+  # exec, answered by a function in a fresh process (as the library runs a
+  # builtin) or in the caller, and handed back by a second call that
+  # resumes the script there. The floor of a back-call in the VM, and what
+  # the process alone costs.
+  defp bare_nif_builtin(quick?) do
+    answer = fn _request -> "x\n" end
+
+    Enum.flat_map(
+      [{"vm/bare_nif.builtin", []}, {"vm/bare_nif.builtin_in_caller", [in_caller: true]}],
+      fn {name, opts} ->
+        with_bare_nif(name, fn ->
+          bare = Bench.BareNif.new_calling()
+          {"x\n", "", 0} = Bench.BareNif.round_trip(bare, @builtin, answer, opts)
+
+          sample(name, {2_000, 2_000, 200_000, 1_500}, quick?, fn ->
+            Bench.BareNif.round_trip(bare, @builtin, answer, opts)
+          end)
+        end)
+      end
+    )
   end
 
   # -- the longer cases ---------------------------------------------------------

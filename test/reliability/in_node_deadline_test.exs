@@ -12,8 +12,9 @@ defmodule ExBashkit.Reliability.InNodeDeadlineTest do
   # `uniq -f 100000` over 60 000 lines skips fields for seconds without a
   # check (bombs.rs refuses larger counts, which never return), then ends
   # by itself: 5.6 s on a quiet machine (90 µs a line; 30 000 lines, 2.7 s,
-  # left a cancel's answer too little room on CI). Runs alone (`async: false`): the one-shot case sets the
-  # isolation mode, and every case counts the scripts still running.
+  # left a cancel's answer too little room on CI). Runs alone (`async:
+  # false`): the one-shot case sets the isolation mode, and every case
+  # counts the scripts still running.
   use ExUnit.Case, async: false
 
   alias ExBashkit.{Backend, Error, Result, Session}

@@ -717,7 +717,10 @@ pub fn exec(
             // at the exec's deadline (or a cancel); the change set is then
             // marked incomplete.
             let skip: Vec<String> = match call.track_changes {
-                true => (session.config.virtual_fs.iter())
+                true => session
+                    .config
+                    .virtual_fs
+                    .iter()
                     .chain(&session.config.soft_delete)
                     .cloned()
                     .collect(),

@@ -101,7 +101,6 @@ defmodule ExBashkit.ServerClusterTest do
     start_supervised!({Server, name: name})
     origin = GenServer.whereis(name)
     gone = Process.monitor(origin)
-    waiting? = fn task -> Process.info(task.pid, :status) == {:status, :waiting} end
 
     # An exec running, then a migration and an exec queued behind it.
     [running, migration, queued] =
@@ -111,7 +110,7 @@ defmodule ExBashkit.ServerClusterTest do
             fn -> Server.exec(name, "sleep 1; echo relayed") end
           ] do
         task = Task.async(call)
-        eventually(fn -> waiting?.(task) end)
+        eventually(fn -> ExBashkit.Test.Health.waiting?(task.pid) end)
         task
       end
 

@@ -73,7 +73,7 @@ defmodule ExBashkit.Reliability.RunnerTest do
     caller = spawn(fn -> send(parent, {:ended, Session.exec(s, @forever, timeout_ms: 3_000)}) end)
 
     Health.wait_until(
-      fn -> Process.info(caller, :status) == {:status, :waiting} end,
+      fn -> Health.waiting?(caller) end,
       2_000,
       "the caller to wait for its script's answer"
     )
@@ -102,7 +102,7 @@ defmodule ExBashkit.Reliability.RunnerTest do
         spawn(fn -> send(parent, {:ended, Session.exec(s, "echo hi", timeout_ms: 3_000)}) end)
 
       Health.wait_until(
-        fn -> Process.info(caller, :status) == {:status, :waiting} end,
+        fn -> Health.waiting?(caller) end,
         2_000,
         "the caller to wait for its script's answer"
       )

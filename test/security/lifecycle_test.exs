@@ -114,7 +114,7 @@ defmodule ExBashkit.Security.LifecycleTest do
         # Submitted once the caller waits for its answer (queued behind the
         # held exec); the kill is what the test is about.
         ExBashkit.Test.Health.wait_until(
-          fn -> Process.info(pid, :status) == {:status, :waiting} end,
+          fn -> ExBashkit.Test.Health.waiting?(pid) end,
           10_000,
           "the call to be submitted"
         )

@@ -53,6 +53,12 @@ defmodule ExBashkit.Test.Health do
     end
   end
 
+  @doc """
+  Whether process `pid` is blocked in a receive: a caller that has sent its
+  request and waits for the answer.
+  """
+  def waiting?(pid), do: Process.info(pid, :status) == {:status, :waiting}
+
   @doc "Whether a script is running on `session` right now."
   def running?(session), do: inspect(session) =~ "status: :running"
 

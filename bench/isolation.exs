@@ -201,7 +201,8 @@ defmodule Bench.Isolation do
 
     #{if quick?, do: "Quick run (smoke figures). ", else: ""}Load average before: #{load_before}; after: #{load_after}.
     Machine: #{System.schedulers_online()} schedulers. Raw bashkit measured in the same run
-    (`bench/raw`, #{if raw == [], do: "not built: run scripts/bench-isolation", else: "built"}).
+    (`bench/raw`, #{if raw == [], do: "not built: run scripts/bench-isolation", else: "built"}); cargo profile
+    `#{Bench.Raw.profile()}` on both sides.
 
     | median | in_node | process | raw bashkit |
     |---|---|---|---|

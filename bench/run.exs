@@ -106,6 +106,7 @@ defmodule Bench.Run do
       otp: :erlang.system_info(:otp_release),
       elixir: System.version(),
       rustc: rustc(),
+      profile: Bench.Raw.profile(),
       load_before: fmt_load(load_before),
       load_after: fmt_load(hd(loads)),
       duration: "#{div(secs, 60)} min #{rem(secs, 60)} s",

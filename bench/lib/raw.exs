@@ -6,8 +6,15 @@ defmodule Bench.Raw do
   @doc "Path of the harness binary built by `scripts/bench`."
   def binary do
     target = System.get_env("CARGO_TARGET_DIR") || "native/ex_bashkit/target"
-    Path.expand(Path.join([target, "release", "ex_bashkit_raw_bench"]))
+    Path.expand(Path.join([target, profile(), "ex_bashkit_raw_bench"]))
   end
+
+  @doc """
+  The cargo profile both sides were built with, named as its output
+  directory (`EX_BASHKIT_CARGO_PROFILE`, which `scripts/bench` sets for the
+  harness and the NIF alike).
+  """
+  def profile, do: System.get_env("EX_BASHKIT_CARGO_PROFILE", "release")
 
   def available?, do: File.exists?(binary())
 

@@ -212,6 +212,7 @@ defmodule Bench.Report do
     nested_ms = info(r, "ours/nested.ms")
     around = median(r, "ours/echo_hi.around_interpreter")
     disturbed = median(r, "raw/echo_hi.exec_disturbed")
+    kept_output = median(r, "raw/echo_hi.exec_kept_output")
     bare_exec = median(r, "vm/bare_nif.exec")
     bare_new = median(r, "vm/bare_nif.new")
     plus = fn a, b -> "#{fmt_ns(a)} vs #{fmt_ns(b)}: #{fmt_signed_delta(a, b)}" end
@@ -234,6 +235,7 @@ defmodule Bench.Report do
        plus.(s_exec, raw_exec) <>
          "; outside the interpreter in the same call: #{fmt_ns(around)}; " <>
          "raw with its caches disturbed between execs: #{fmt_ns(disturbed)}" <>
+         also.("raw keeping its output so far, as the NIF does", kept_output) <>
          also.("bashkit behind a bare NIF", bare_exec),
        check(s_exec, raw_exec, &(&1 - &2 <= 3_000))},
       {"`ExBashkit.exec(\"echo hi\")` median", "≤ raw new+exec + 5 µs", plus.(once, raw_new_exec),
@@ -348,6 +350,17 @@ defmodule Bench.Report do
     ])
   end
 
+  # The NIF and the raw harness are built with the same cargo profile.
+  defp profile_text("dist"),
+    do:
+      "cargo profile `dist` (thin LTO: the precompiled NIF users download), " <>
+        "raw bashkit and the bare NIF alike"
+
+  defp profile_text(profile),
+    do:
+      "cargo profile `#{profile}`, raw bashkit and the bare NIF alike " <>
+        "(the precompiled NIF users download is `dist`, with thin LTO)"
+
   defp header(meta) do
     [
       "# Benchmarks\n\n",
@@ -356,6 +369,7 @@ defmodule Bench.Report do
       "| | |\n|---|---|\n",
       "| machine | #{meta.cpu}, #{meta.cores} cores, #{meta.mem} |\n",
       "| software | Erlang/OTP #{meta.otp}, Elixir #{meta.elixir}, bashkit 0.20.2, #{meta.rustc} |\n",
+      "| build | #{profile_text(meta.profile)} |\n",
       "| load average | #{meta.load_before} before, #{meta.load_after} after |\n",
       calibrator_row(meta.calibrator),
       "| run | #{meta.duration}#{if meta.quick, do: " (`--quick`: small budgets, figures are rough)", else: ""}" <>

@@ -31,7 +31,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bashkit::{
-    async_trait, Bash, Builtin, BuiltinContext, ExecResult, ExecutionLimits, InMemoryFs,
+    async_trait, Bash, Builtin, BuiltinContext, ExecOptions, ExecResult, ExecutionLimits,
+    InMemoryFs,
 };
 use tokio::runtime::Runtime;
 
@@ -503,6 +504,24 @@ impl Bench {
         let b = self.budget(Budget::new(2_000, 2_000, 200_000, 1_500));
         let xs = sample(b, || timed(|| rt.block_on(bash.exec(ECHO))).0);
         self.push_sample("echo_hi.exec", xs);
+
+        // The same exec with a per-command output callback that keeps what
+        // was written in a shared buffer: how the NIF runs a short script,
+        // so that an exec stopped by a limit, a timeout or a cancel still
+        // answers with its output so far (bashkit's `Err` carries none).
+        let kept = Arc::new(parking_lot::Mutex::new(Vec::<u8>::new()));
+        let xs = sample(b, || {
+            let sink = Arc::clone(&kept);
+            let options = ExecOptions::new().streaming(Box::new(move |stdout, stderr| {
+                let mut sink = sink.lock();
+                sink.extend_from_slice(stdout.as_bytes());
+                sink.extend_from_slice(stderr.as_bytes());
+            }));
+            let d = timed(|| rt.block_on(bash.exec_with_options(ECHO, options))).0;
+            kept.lock().clear();
+            d
+        });
+        self.push_sample("echo_hi.exec_kept_output", xs);
 
         // The same exec after other work has run through the caches, as it
         // does between two execs in the VM (the caller's loop, the result

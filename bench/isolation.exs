@@ -131,7 +131,6 @@ defmodule Bench.Isolation do
     end
   end
 
-  # `n` processes with a session each, `total` execs of `echo hi` in all.
   # Total execs/s of two sessions over one's, `total` execs a round, each
   # pooled over `rounds` rounds taken in turn (all calls over all time, as
   # `scripts/bench` pools its rounds).
@@ -144,6 +143,7 @@ defmodule Bench.Isolation do
     one / two
   end
 
+  # `n` processes with a session each, `total` execs of `echo hi` in all.
   defp throughput(mode, n, total) do
     per = div(total, n)
     parent = self()

@@ -3,7 +3,7 @@ defmodule ExBashkit.ServerClusterTest do
   use ExBashkit.Test.Case, async: false
 
   alias ExBashkit.{Result, Server}
-  alias ExBashkit.Test.Cluster
+  alias ExBashkit.Test.{Cluster, Health}
 
   @moduletag timeout: 120_000
 
@@ -110,7 +110,7 @@ defmodule ExBashkit.ServerClusterTest do
             fn -> Server.exec(name, "sleep 1; echo relayed") end
           ] do
         task = Task.async(call)
-        eventually(fn -> ExBashkit.Test.Health.waiting?(task.pid) end)
+        eventually(fn -> Health.waiting?(task.pid) end)
         task
       end
 

@@ -9,6 +9,7 @@ defmodule ExBashkit.Security.LifecycleTest do
   use ExUnit.Case, async: true
 
   alias ExBashkit.{Result, Session}
+  alias ExBashkit.Test.Health
 
   # A builtin that tells the test it runs, then blocks until released.
   defp holding_session(opts \\ []) do
@@ -113,8 +114,8 @@ defmodule ExBashkit.Security.LifecycleTest do
         assert_receive :submitting, 5_000
         # Submitted once the caller waits for its answer (queued behind the
         # held exec); the kill is what the test is about.
-        ExBashkit.Test.Health.wait_until(
-          fn -> ExBashkit.Test.Health.waiting?(pid) end,
+        Health.wait_until(
+          fn -> Health.waiting?(pid) end,
           10_000,
           "the call to be submitted"
         )

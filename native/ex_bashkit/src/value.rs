@@ -22,12 +22,11 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 
 use rustler::types::tuple::make_tuple;
 use rustler::{Encoder, Env, NewBinary, Term, TermType};
 
-use crate::word_hash::WordHasher;
+use crate::word_hash::WordMap;
 
 thread_local! {
     /// The atoms of names compiled into this library, by the address and
@@ -40,7 +39,7 @@ thread_local! {
 }
 
 /// Literals' atoms by address and length (keys of our own: `word_hash.rs`).
-type AtomCache = HashMap<(usize, usize), rustler::Atom, BuildHasherDefault<WordHasher>>;
+type AtomCache = WordMap<(usize, usize), rustler::Atom>;
 
 /// The atom `name`: from the cache when `name` is a literal of this library.
 // It takes the `Cow` itself: which variant it is (a `'static` literal or

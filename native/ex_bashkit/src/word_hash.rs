@@ -11,8 +11,11 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+/// A map whose keys this library makes itself, hashed by [`WordHasher`].
+pub type WordMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
+
 /// A map keyed by ids this library hands out (counters, never reused).
-pub type IdMap<V> = HashMap<u64, V, BuildHasherDefault<WordHasher>>;
+pub type IdMap<V> = WordMap<u64, V>;
 
 /// A rotate, xor and multiply per machine word (the multiplier is FxHash's).
 #[derive(Default)]

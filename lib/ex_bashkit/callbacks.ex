@@ -128,7 +128,13 @@ defmodule ExBashkit.Callbacks do
   @doc false
   # Whether this process is serving a back-call of a script on `resource`.
   @spec reentrant?(reference()) :: boolean()
-  def reentrant?(resource), do: resource in Process.get(@chain_key, [])
+  def reentrant?(resource) do
+    # On every exec: a process that serves no back-call has no chain.
+    case Process.get(@chain_key) do
+      nil -> false
+      chain -> :lists.member(resource, chain)
+    end
+  end
 
   @typedoc "A request's final answer, as the interpreter sends it."
   @type outcome :: {:ok, Result.t()} | {:error, Error.t() | String.t()}

@@ -8,6 +8,10 @@ defmodule ExBashkit.Session.Exec do
   alias ExBashkit.{Backend, Callbacks, Error, Session}
   alias ExBashkit.Session.{Defaults, Fs, StreamPump}
 
+  # A call's native options when it gives none.
+  @no_options %{stdin: nil, stream: false, timeout_ms: nil, track_changes: false}
+  @bashkit_timeout_ms Defaults.bashkit_limit(:timeout_ms)
+
   @doc false
   @spec run(Session.t(), term(), term()) :: {:ok, ExBashkit.Result.t()} | {:error, Error.t()}
   def run(%Session{} = session, script, opts) do
@@ -34,6 +38,10 @@ defmodule ExBashkit.Session.Exec do
     meta = meta(session, call)
 
     case submit(session, script, call, meta) do
+      {:done, id, outcome} ->
+        on_submit.(id)
+        Callbacks.result(outcome)
+
       {:ok, ref, id} ->
         on_submit.(id)
         Callbacks.await(ref, awaiting(session, meta, id), on_output)
@@ -41,10 +49,6 @@ defmodule ExBashkit.Session.Exec do
       {:ok, ref, id, message} ->
         on_submit.(id)
         Callbacks.await(ref, awaiting(session, meta, id), on_output, message)
-
-      {:done, id, outcome} ->
-        on_submit.(id)
-        Callbacks.result(outcome)
 
       {:error, _} = error ->
         Error.wrap(error)
@@ -107,11 +111,12 @@ defmodule ExBashkit.Session.Exec do
   defp chunks("", err), do: [{:stderr, err}]
   defp chunks(out, err), do: [{:stdout, out}, {:stderr, err}]
 
-  # Validate, then hand the script to the interpreter threads.
-  defp submit(%Session{resource: resource} = session, script, call, meta) do
-    with :ok <- check_script(script),
-         :ok <- check_not_reentrant(resource) do
-      Backend.exec(resource, session.location, script, call, meta)
+  # Validate, then hand the script to the interpreter threads. In the node,
+  # the exec NIF checks that the script is UTF-8 where it reads it.
+  defp submit(%Session{resource: resource, location: location}, script, call, meta) do
+    with :ok <- check_not_reentrant(resource),
+         :ok <- if(location == :in_node, do: :ok, else: check_script(script)) do
+      Backend.exec(resource, location, script, call, meta)
     end
   end
 
@@ -153,7 +158,7 @@ defmodule ExBashkit.Session.Exec do
   # its interpreter applies too: without it here, a command that never
   # reaches a command boundary would never be answered.
   @spec deadline_ms(pos_integer() | nil, pos_integer() | nil) :: pos_integer()
-  def deadline_ms(call, nil), do: deadline_ms(call, Defaults.bashkit_limit(:timeout_ms))
+  def deadline_ms(call, nil), do: deadline_ms(call, @bashkit_timeout_ms)
   def deadline_ms(nil, session), do: session
   def deadline_ms(call, session), do: min(call, session)
 
@@ -208,6 +213,7 @@ defmodule ExBashkit.Session.Exec do
   # list or a map, like `new/1`'s.
   @doc false
   @spec exec_options!(term()) :: {map(), {pid(), term()} | nil}
+  def exec_options!([]), do: {@no_options, nil}
   def exec_options!(opts) when is_map(opts), do: exec_options!(Map.to_list(opts))
 
   def exec_options!(opts) when not is_list(opts),
@@ -215,9 +221,7 @@ defmodule ExBashkit.Session.Exec do
       raise(ArgumentError, "exec options must be a keyword list or a map, got: #{inspect(opts)}")
 
   def exec_options!(opts) do
-    call = %{stdin: nil, stream: false, timeout_ms: nil, track_changes: false}
-
-    Enum.reduce(opts, {call, nil}, fn
+    Enum.reduce(opts, {@no_options, nil}, fn
       {:stdin, data}, {call, fwd} ->
         case Fs.iodata_to_binary(data) do
           {:ok, bin} ->

@@ -1260,11 +1260,19 @@ fn exec_nif<'a>(env: Env<'a>, args: &[Term<'a>]) -> rustler::NifResult<Term<'a>>
         return Err(rustler::Error::BadArg);
     };
     let handle: Handle = handle.decode()?;
-    let script: String = script.decode()?;
+    let script = script.decode::<Binary>()?;
     let pid: LocalPid = pid.decode()?;
-    let answer = decode_call(*call)
-        .and_then(|call| exec_answer(env, handle, script, call, pid, *reference, false));
+    let answer = script_text(&script).and_then(|script| {
+        let call = decode_call(*call)?;
+        exec_answer(env, handle, script.to_owned(), call, pid, *reference, false)
+    });
     Ok(answer.encode(env))
+}
+
+/// A script is UTF-8 text: anything else is the caller's error, answered
+/// as one (`Session.exec/3` leaves this check to the NIF in the node).
+fn script_text<'s>(script: &'s Binary) -> NifResult<&'s str> {
+    std::str::from_utf8(script.as_slice()).map_err(|_| "script is not valid UTF-8".into())
 }
 
 fn decode_call(call: Term) -> NifResult<ExecCallOptions> {

@@ -69,6 +69,14 @@ defmodule ExBashkit.SessionTest do
       assert {:error, %{message: "script is not valid UTF-8"}} =
                Session.exec(s, <<"echo ", 0xC3>>)
 
+      long = String.duplicate("echo fine; ", 100) <> <<0xC3>>
+
+      assert {:error, %{message: "script is not valid UTF-8"}} =
+               Session.exec(s, long, stdin: "x", timeout_ms: 1_000)
+
+      assert [error: %{message: "script is not valid UTF-8"}] =
+               s |> Session.stream(<<"echo ", 0xC3>>) |> Enum.to_list()
+
       assert run!(s, "echo fine").stdout == "fine\n"
     end
 

@@ -62,7 +62,7 @@ fn ours(session: &Arc<Session>, calls: usize) {
             script,
             call,
             reply,
-            None,
+            || {},
             || {},
         );
         std::hint::black_box(outcome.expect("completes inline"));

@@ -672,7 +672,7 @@ pub fn exec(
     script: String,
     mut call: ExecCallOptions,
     reply: ReplyTo,
-    on_end: Option<Box<dyn FnOnce() + Send>>,
+    on_end: impl FnOnce() + Send + 'static,
     before_park: impl FnOnce(),
 ) -> Option<ExecOutcome> {
     let caller = reply.caller();
@@ -766,9 +766,7 @@ pub fn exec(
         })
         .await;
         session.forget_call(exec_id);
-        if let Some(on_end) = on_end {
-            on_end();
-        }
+        on_end();
         outcome.unwrap_or_else(ExecOutcome::panicked)
     });
     let finish = |outcome: ExecOutcome, reply: ReplyTo| reply.finish(&outcome);
@@ -1114,7 +1112,7 @@ pub fn watch_caller(
     id: u64,
 ) -> Box<dyn FnOnce() + Send> {
     watch(env, handle, pid, id);
-    unwatch_caller(handle, id)
+    Box::new(unwatch_caller(handle, id))
 }
 
 /// Add call `id` to `pid`'s calls, monitoring `pid` if this session does not
@@ -1145,16 +1143,16 @@ fn watch(env: Env, handle: &Handle, pid: &LocalPid, id: u64) {
 
 /// What to run once call `id` is over: take it off its caller's calls (the
 /// monitor stays, see [`WatchedCaller`]).
-fn unwatch_caller(handle: &Handle, id: u64) -> Box<dyn FnOnce() + Send> {
+fn unwatch_caller(handle: &Handle, id: u64) -> impl FnOnce() + Send + 'static {
     let owner = handle.clone();
-    Box::new(move || {
+    move || {
         for caller in owner.callers.lock().iter_mut() {
             if let Some(i) = caller.calls.iter().position(|&c| c == id) {
                 caller.calls.swap_remove(i);
                 return;
             }
         }
-    })
+    }
 }
 
 /// A session for the configuration term `config` (decoded once per term:
@@ -1299,7 +1297,7 @@ fn exec_answer<'a>(
     let before_park = || watch(env, &handle, &pid, id);
     let reply = ReplyTo::new(Caller::in_nif(pid, reference));
     let session = Arc::clone(&handle.session);
-    let run = || exec(session, id, script, call, reply, Some(on_end), before_park);
+    let run = || exec(session, id, script, call, reply, on_end, before_park);
     let run = || runner::with_nif_env(env, run);
     let (outcome, back_call) = match quick {
         true => reply::keeping_message(env, &[reply::BACK_CALL], run),
@@ -1622,7 +1620,7 @@ mod tests {
             script.into(),
             call,
             reply,
-            None,
+            || {},
             || {},
         )
         .expect("completes inline")

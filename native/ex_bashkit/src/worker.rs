@@ -360,7 +360,7 @@ fn dispatch(
             // Answered here when it ran inline: a quick script that fits
             // the budget (`Session::quick_call_fits`).
             if let Some(outcome) =
-                session::exec(session, id, arg(items, 3)?, call, reply, None, || {})
+                session::exec(session, id, arg(items, 3)?, call, reply, || {}, || {})
             {
                 reply_to(id, frames).finish(&outcome);
             }

@@ -90,7 +90,9 @@ defmodule ExBashkit.Backend do
   # path, `runner.rs`) is `{:done, id, outcome}` instead: nothing arrives.
   # A quick one that made a back-call within the call returns that first
   # message itself, `{:ok, ref, id, message}`: handle it before the mailbox.
-  @spec exec(reference(), location(), String.t(), map(), map()) ::
+  # `meta` is the exec's deadline, which a worker's owner answers by; in the
+  # node (`nil`) the caller keeps it.
+  @spec exec(reference(), location(), String.t(), map(), map() | nil) ::
           {:ok, reference(), pos_integer()}
           | {:ok, reference(), pos_integer(), tuple()}
           | {:done, pos_integer(), Callbacks.outcome()}

@@ -18,42 +18,49 @@ defmodule ExBashkit.Session.Exec do
     script = script!(script, "exec/3")
     {call, forward} = exec_options!(opts)
 
-    run_call(session, script, call, forwarder(forward), fn _id -> :ok end)
+    run_call(session, script, call, forwarder(forward), nil)
   end
 
   @doc false
   # Submit the validated `call` and wait for its outcome in this process
   # (serving back-calls); `on_output` gets the streamed chunks, `on_submit`
-  # the exec's id (what `Backend.cancel_exec/3` takes) before the wait.
+  # (if any) the exec's id (what `Backend.cancel_exec/3` takes) before the
+  # wait.
+  #
+  # An exec answered within its call (in the node, most short scripts)
+  # takes as few steps as it can here: each is paid with the caches that
+  # the interpreter has just filled with its own code and data, at several
+  # times what it costs in a loop of its own (bench/analysis.md,
+  # 2026-11-29 06:30).
   @spec run_call(
           Session.t(),
           String.t(),
           map(),
           (binary(), binary() -> any()),
-          (pos_integer() ->
-             any())
+          (pos_integer() -> any()) | nil
         ) ::
           {:ok, ExBashkit.Result.t()} | {:error, Error.t()}
   def run_call(%Session{} = session, script, call, on_output, on_submit) do
-    meta = meta(session, call)
-
-    case submit(session, script, call, meta) do
+    case submit(session, script, call) do
       {:done, id, outcome} ->
-        on_submit.(id)
+        submitted(on_submit, id)
         Callbacks.result(outcome)
 
       {:ok, ref, id} ->
-        on_submit.(id)
-        Callbacks.await(ref, awaiting(session, meta, id), on_output)
+        submitted(on_submit, id)
+        Callbacks.await(ref, awaiting(session, call, id), on_output)
 
       {:ok, ref, id, message} ->
-        on_submit.(id)
-        Callbacks.await(ref, awaiting(session, meta, id), on_output, message)
+        submitted(on_submit, id)
+        Callbacks.await(ref, awaiting(session, call, id), on_output, message)
 
       {:error, _} = error ->
         Error.wrap(error)
     end
   end
+
+  defp submitted(nil, _id), do: :ok
+  defp submitted(on_submit, id), do: on_submit.(id)
 
   @doc false
   @spec stream(Session.t(), term(), term()) :: Enumerable.t()
@@ -66,12 +73,11 @@ defmodule ExBashkit.Session.Exec do
 
     {call, nil} = exec_options!(opts)
     call = %{call | stream: true}
-    meta = meta(session, call)
     # The exec is waited on (and its back-calls served) by a pump process,
     # so that a slow consumer cannot stall the script's builtins.
     cancel = &Backend.cancel_exec(session.resource, session.location, &1)
-    start = fn -> session |> submit(script, call, meta) |> to_mailbox() end
-    context_for = &awaiting(session, meta, &1)
+    start = fn -> session |> submit(script, call) |> to_mailbox() end
+    context_for = &awaiting(session, call, &1)
 
     Stream.resource(
       fn ->
@@ -113,17 +119,23 @@ defmodule ExBashkit.Session.Exec do
 
   # Validate, then hand the script to the interpreter threads. In the node,
   # the exec NIF checks that the script is UTF-8 where it reads it.
-  defp submit(%Session{resource: resource, location: location}, script, call, meta) do
+  defp submit(%Session{resource: resource, location: :in_node}, script, call) do
     with :ok <- check_not_reentrant(resource),
-         :ok <- if(location == :in_node, do: :ok, else: check_script(script)) do
-      Backend.exec(resource, location, script, call, meta)
+         do: Backend.exec(resource, :in_node, script, call, nil)
+  end
+
+  defp submit(%Session{resource: resource, location: location} = session, script, call) do
+    with :ok <- check_not_reentrant(resource),
+         :ok <- check_script(script) do
+      Backend.exec(resource, location, script, call, meta(session, call))
     end
   end
 
-  # The exec's deadline, computed once: the worker's owner answers by it
-  # (`Backend.exec/5`), and so does a caller in the node (`awaiting/3`).
-  # The call's `:timeout_ms` counts from now; the session's own counts from
-  # the exec's start (`:from_start`), after any exec ahead of it.
+  # The exec's deadline: the worker's owner answers by it (`Backend.exec/5`),
+  # and so does a caller in the node (`awaiting/3`). The call's
+  # `:timeout_ms` counts from the exec's submission; the session's own
+  # counts from its start (`:from_start`), after any exec ahead of it. It
+  # reads no clock, so it is worked out where it is needed, not carried.
   defp meta(session, call) do
     ms = deadline_ms(call.timeout_ms, session.timeout_ms)
     %{timeout_ms: ms, from_start: ms != call.timeout_ms}
@@ -131,8 +143,8 @@ defmodule ExBashkit.Session.Exec do
 
   # What exec `id`'s caller waits with: the session's back-call context,
   # and in the node how it gives up on a command that ignores its deadline.
-  defp awaiting(session, meta, id) do
-    give_up = Backend.give_up(session.resource, session.location, id, meta)
+  defp awaiting(session, call, id) do
+    give_up = Backend.give_up(session.resource, session.location, id, meta(session, call))
     %{callback_context(session) | give_up: give_up}
   end
 

@@ -29,23 +29,35 @@ use crate::reply::{Caller, SharedCaller, FINAL_REPLY};
 /// is only touched once the exec runs, since it is shared by all of them.
 #[derive(Debug)]
 pub struct ExecTicket {
-    /// The interpreter's token and the session's interrupt, once the exec
-    /// runs.
-    running: Mutex<Option<(Arc<AtomicBool>, Arc<Interrupt>)>>,
+    /// How the exec is stopped, and since when it runs, once it runs.
+    running: Mutex<Option<Running>>,
     cancelled: AtomicBool,
     timed_out: AtomicBool,
     /// Wakes `stopped()`: a call still waiting for its session's turn gives
     /// up at once when cancelled or timed out.
     stop: Notify,
-    /// The exec's output so far, from its submission until it ends: read
-    /// when its caller (or a worker's owner) answers a stopped exec that has
-    /// not ended ([`give_up`](Self::give_up)).
-    output: OnceLock<Weak<Mutex<Partial>>>,
-    /// Where its answer goes, so that a caller who gives up on it gets
-    /// nothing more ([`give_up`](Self::give_up)).
-    reply: OnceLock<Weak<Mutex<Caller>>>,
-    /// When the exec got its turn and started running.
-    started: OnceLock<Instant>,
+    /// The exec's output so far, from its submission until it ends, and
+    /// where its answer goes: read when its caller (or a worker's owner)
+    /// answers a stopped exec that has not ended, and so that a caller who
+    /// gives up on it gets nothing more ([`give_up`](Self::give_up)).
+    attached: OnceLock<Attached>,
+}
+
+/// Where an exec writes its output so far and sends its answer: held by
+/// the exec until it ends.
+#[derive(Debug)]
+struct Attached {
+    output: Weak<Mutex<Partial>>,
+    reply: Weak<Mutex<Caller>>,
+}
+
+/// A running exec: the interpreter's token and the session's interrupt,
+/// and when it got its turn.
+#[derive(Debug)]
+struct Running {
+    token: Arc<AtomicBool>,
+    interrupt: Arc<Interrupt>,
+    since: Instant,
 }
 
 impl ExecTicket {
@@ -55,17 +67,17 @@ impl ExecTicket {
             cancelled: AtomicBool::new(false),
             timed_out: AtomicBool::new(false),
             stop: Notify::new(),
-            output: OnceLock::new(),
-            reply: OnceLock::new(),
-            started: OnceLock::new(),
+            attached: OnceLock::new(),
         })
     }
 
     /// Where the exec writes its output and sends its answer (set once, at
     /// submission; the exec holds both until it ends).
     pub fn attach(&self, partial: &SharedPartial, caller: &SharedCaller) {
-        let _ = self.output.set(Arc::downgrade(partial));
-        let _ = self.reply.set(Arc::downgrade(caller));
+        let _ = self.attached.set(Attached {
+            output: Arc::downgrade(partial),
+            reply: Arc::downgrade(caller),
+        });
     }
 
     /// The caller answers the exec itself (past its deadline, a command
@@ -78,8 +90,9 @@ impl ExecTicket {
         // Gone: the exec has ended, and its answer was sent or is on its
         // way. If it ends after this, its answer was sent before the close
         // below (the caller finds it in its mailbox) or is dropped by it.
-        let partial = self.output.get()?.upgrade()?;
-        if let Some(caller) = self.reply.get().and_then(Weak::upgrade) {
+        let attached = self.attached.get()?;
+        let partial = attached.output.upgrade()?;
+        if let Some(caller) = attached.reply.upgrade() {
             caller.lock().stop_sending();
         }
         let partial = partial.lock();
@@ -93,11 +106,14 @@ impl ExecTicket {
     /// has an answer (its own, which closes the reply, or a give-up).
     fn answer_cancelled(&self) {
         // The output first: its lock is not taken under the caller's.
-        let Some(output) = self.output.get().and_then(Weak::upgrade) else {
+        let Some(attached) = self.attached.get() else {
+            return;
+        };
+        let Some(output) = attached.output.upgrade() else {
             return;
         };
         let output = output.lock().copy();
-        let Some(caller) = self.reply.get().and_then(Weak::upgrade) else {
+        let Some(caller) = attached.reply.upgrade() else {
             return;
         };
         let mut caller = caller.lock();
@@ -115,8 +131,9 @@ impl ExecTicket {
         if self.is_stopped() {
             return Ok(());
         }
-        match self.started.get() {
-            Some(started) => match limit.checked_sub(started.elapsed()) {
+        let since = self.running.lock().as_ref().map(|running| running.since);
+        match since {
+            Some(since) => match limit.checked_sub(since.elapsed()) {
                 Some(left) if !left.is_zero() => Err(Some(left)),
                 _ => Ok(()),
             },
@@ -127,21 +144,25 @@ impl ExecTicket {
     /// The exec starts running with `token` and `interrupt` (both re-armed
     /// by the caller); a cancel or timeout that came first takes effect now.
     pub fn start(&self, token: Arc<AtomicBool>, interrupt: Arc<Interrupt>) {
-        let _ = self.started.set(Instant::now());
+        let since = Instant::now();
         let mut slot = self.running.lock();
         if self.was_cancelled() || self.timed_out() {
             token.store(true, Ordering::SeqCst);
             interrupt.raise();
         }
-        *slot = Some((token, interrupt));
+        *slot = Some(Running {
+            token,
+            interrupt,
+            since,
+        });
     }
 
     fn stop(&self, flag: &AtomicBool) {
         let slot = self.running.lock();
         flag.store(true, Ordering::SeqCst);
-        if let Some((token, interrupt)) = &*slot {
-            token.store(true, Ordering::SeqCst);
-            interrupt.raise();
+        if let Some(running) = &*slot {
+            running.token.store(true, Ordering::SeqCst);
+            running.interrupt.raise();
         }
         self.stop.notify_waiters();
     }

@@ -27,6 +27,19 @@ defmodule ExBashkit.Backend do
   """
   @type call_id :: pos_integer() | {port(), pos_integer()}
 
+  # A NIF given something that is not a session handle of this VM raises
+  # `ArgumentError` (badarg); say what that means. A macro, so that the
+  # call runs inline: a closure would cost a short exec 40 ns.
+  defmacrop nif(call) do
+    quote do
+      try do
+        unquote(call)
+      rescue
+        ArgumentError -> not_a_session!(__STACKTRACE__)
+      end
+    end
+  end
+
   @doc false
   # Build a session from the validated native configuration. Returns the
   # handle the `%Session{}` keeps (its identity and, through GC, its life)
@@ -100,15 +113,7 @@ defmodule ExBashkit.Backend do
   def exec(resource, :in_node, script, call, _meta) do
     ref = make_ref()
 
-    # `nif/1` inline: its closure costs a short exec's call 40 ns.
-    answer =
-      try do
-        Native.session_exec(resource, script, call, self(), ref)
-      rescue
-        ArgumentError -> not_a_session!(__STACKTRACE__)
-      end
-
-    case answer do
+    case nif(Native.session_exec(resource, script, call, self(), ref)) do
       {:ok, {:done, id, outcome}} -> {:done, id, outcome}
       {:ok, {:ok, id}} -> {:ok, ref, id}
       {:ok, {:ok, id, message}} -> {:ok, ref, id, message}
@@ -178,7 +183,7 @@ defmodule ExBashkit.Backend do
   @doc false
   @spec cancel_exec(reference(), location(), pos_integer()) :: :ok
   def cancel_exec(resource, :in_node, id) do
-    nif(fn -> Native.session_cancel_exec(resource, id) end)
+    nif(Native.session_cancel_exec(resource, id))
     :ok
   end
 
@@ -189,7 +194,7 @@ defmodule ExBashkit.Backend do
 
   @doc false
   @spec cancel(reference(), location()) :: boolean()
-  def cancel(resource, :in_node), do: nif(fn -> Native.session_cancel(resource) end)
+  def cancel(resource, :in_node), do: nif(Native.session_cancel(resource))
 
   def cancel(_resource, {:process, name, sid}) do
     with {:ok, worker} <- whereis(name), do: Worker.call(worker, {:cancel, sid}) == true
@@ -204,7 +209,7 @@ defmodule ExBashkit.Backend do
   def submit(resource, :in_node, op, args) do
     ref = make_ref()
 
-    case nif(fn -> apply(Native, :"session_#{op}", [resource | args] ++ [self(), ref]) end) do
+    case nif(apply(Native, :"session_#{op}", [resource | args] ++ [self(), ref])) do
       {:ok, {:done, reply}} -> {:done, reply}
       :ok -> {:ok, ref}
       {:ok, _} -> {:ok, ref}
@@ -223,7 +228,7 @@ defmodule ExBashkit.Backend do
   @doc false
   # A filesystem request (see `fs_api.rs`), answered synchronously.
   @spec fs(reference(), location(), tuple()) :: term()
-  def fs(resource, :in_node, request), do: nif(fn -> Native.fs_call(resource, request) end)
+  def fs(resource, :in_node, request), do: nif(Native.fs_call(resource, request))
 
   def fs(_resource, {:process, worker, sid}, request),
     do: Worker.call(worker, {:fs, sid, request})
@@ -240,7 +245,7 @@ defmodule ExBashkit.Backend do
   @doc false
   # `{id, running?, cwd | nil}`, or nil when the session cannot say.
   @spec info(reference(), location()) :: {integer(), boolean(), String.t() | nil} | nil
-  def info(resource, :in_node), do: nif(fn -> Native.session_info(resource) end)
+  def info(resource, :in_node), do: nif(Native.session_info(resource))
 
   def info(_resource, {:process, name, sid}) do
     with {:ok, worker} <- whereis(name),
@@ -249,14 +254,6 @@ defmodule ExBashkit.Backend do
     else
       _ -> nil
     end
-  end
-
-  # A NIF given something that is not a session handle of this VM raises
-  # `ArgumentError` (badarg); say what that means.
-  defp nif(fun) do
-    fun.()
-  rescue
-    ArgumentError -> not_a_session!(__STACKTRACE__)
   end
 
   defp not_a_session!(stacktrace) do

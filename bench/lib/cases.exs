@@ -100,8 +100,24 @@ defmodule Bench.Cases do
       # creates sessions now and then gets it.
       sample("ours/session_new.in_call", {500, 1_000, 100_000, 1_500}, quick?, fn ->
         Session.new(limits: [max_commands: 1_000_000 + System.unique_integer([:positive])])
-      end)
+      end),
+      # One call a millisecond, as a caller that makes sessions while it
+      # does other work: the interpreters built in advance keep up
+      # (native/ex_bashkit/src/warm.rs). Beside the bare NIF's build at the
+      # same pace, since a call after a pause starts with cold caches on
+      # this VM (bench/analysis.md, 2026-11-27 13:35).
+      paced("ours/session_new.paced", quick?, &Session.new/0)
     ] ++ bare_nif_new(quick?)
+  end
+
+  # `fun` after a 1 ms sleep each time, only the call timed.
+  defp paced(name, quick?, fun) do
+    sample(name, {20, 200, 1_000, 1_500}, quick?, fn ->
+      Process.sleep(1)
+      t0 = System.monotonic_time()
+      fun.()
+      {:timed, System.convert_time_unit(System.monotonic_time() - t0, :native, :nanosecond)}
+    end)
   end
 
   def run("loop", quick?) do
@@ -281,7 +297,10 @@ defmodule Bench.Cases do
   defp bare_nif_new(quick?) do
     with_bare_nif("vm/bare_nif.new", fn ->
       sample("vm/bare_nif.new", {500, 1_000, 100_000, 1_500}, quick?, &Bench.BareNif.new/0)
-    end)
+    end) ++
+      with_bare_nif("vm/bare_nif.new_paced", fn ->
+        paced("vm/bare_nif.new_paced", quick?, &Bench.BareNif.new/0)
+      end)
   end
 
   # The same round trip through the bare NIF: the request returned by its

@@ -606,6 +606,17 @@ impl Bench {
         drop((batch, batches));
         dropper.join().expect("the dropper thread ends");
         self.push_sample("session_new.new_dropped_elsewhere", xs);
+
+        // One build a millisecond, the pause not timed: a call after a
+        // pause starts with the caches the pause left cold.
+        let b = self.budget(Budget::new(20, 200, 1_000, 1_500));
+        let xs = sample(b, || {
+            std::thread::sleep(Duration::from_millis(1));
+            let (d, bash) = timed(build_bash);
+            drop(bash);
+            d
+        });
+        self.push_sample("session_new.paced", xs);
     }
 
     fn script_case(&mut self, name: &str, script: &str, limits: ExecutionLimits, budget: Budget) {

@@ -716,20 +716,19 @@ pub fn exec(
             // there is reported as deleted, not as a new file). Scans stop
             // at the exec's deadline (or a cancel); the change set is then
             // marked incomplete.
-            let skip: Vec<String> = match call.track_changes {
-                true => session
-                    .config
-                    .virtual_fs
-                    .iter()
-                    .chain(&session.config.soft_delete)
-                    .cloned()
-                    .collect(),
-                false => Vec::new(),
-            };
-            let skip = &skip;
             let stop = || ticket.is_stopped();
-            let before = match call.track_changes {
-                true => Some(changes::scan(&bash.fs(), skip, &stop).await),
+            let tracking = match call.track_changes {
+                true => {
+                    let config = &session.config;
+                    let skip: Vec<String> = config
+                        .virtual_fs
+                        .iter()
+                        .chain(&config.soft_delete)
+                        .cloned()
+                        .collect();
+                    let before = changes::scan(&bash.fs(), &skip, &stop).await;
+                    Some((skip, before))
+                }
                 false => None,
             };
             let options = bashkit_options(&mut call);
@@ -748,10 +747,10 @@ pub fn exec(
             let waited = Duration::from_nanos(session.waited_for_elixir().saturating_sub(waited));
             let measured = shape.filter(|_| !call.track_changes);
             session.note_cost(measured, &metrics, waited);
-            let changes = match before {
-                Some(before) => Some(changes::diff(
+            let changes = match tracking {
+                Some((skip, before)) => Some(changes::diff(
                     &before,
-                    &changes::scan(&bash.fs(), skip, &stop).await,
+                    &changes::scan(&bash.fs(), &skip, &stop).await,
                 )),
                 None => None,
             };

@@ -391,7 +391,7 @@ defmodule Bench.Report do
         "#{if meta.renice, do: ", interpreter threads reniced to #{meta.renice}", else: ""} |\n",
       if(meta.noisy,
         do:
-          "\n> **Noisy machine**: the load average exceeded the core count during this run (other " <>
+          "\n> **Noisy machine**: the load average exceeded the core count before this run (other " <>
             "work was running). Ratios are still from the same run, but absolute figures and tail " <>
             "latencies should be re-measured on a quiet machine.\n",
         else: ""

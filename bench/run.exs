@@ -68,27 +68,25 @@ defmodule Bench.Run do
     load_before = loadavg()
     calibrator_before = Bench.Raw.calibrator_windows()
 
-    {records, loads} =
-      Enum.flat_map_reduce(groups, [load_before], fn group, loads ->
+    records =
+      Enum.flat_map(groups, fn group ->
         rounds = if group in @repeated and not quick?, do: @rounds, else: 1
 
-        records =
-          for round <- 1..rounds, reduce: [] do
-            acc ->
-              IO.puts(:stderr, "==> #{group}#{if rounds > 1, do: " (round #{round}/#{rounds})"}")
+        for round <- 1..rounds, reduce: [] do
+          acc ->
+            IO.puts(:stderr, "==> #{group}#{if rounds > 1, do: " (round #{round}/#{rounds})"}")
 
-              raw =
-                if group in @raw_groups,
-                  do: Bench.Raw.run([Map.get(@raw_names, group, group)], quick?),
-                  else: []
+            raw =
+              if group in @raw_groups,
+                do: Bench.Raw.run([Map.get(@raw_names, group, group)], quick?),
+                else: []
 
-              ours = ours(group, quick?)
-              acc ++ raw ++ ours
-          end
-
-        {records, [loadavg() | loads]}
+            ours = ours(group, quick?)
+            acc ++ raw ++ ours
+        end
       end)
 
+    load_after = loadavg()
     calibrator_after = Bench.Raw.calibrator_windows()
     r = records |> merge_rounds() |> Bench.Report.index()
 
@@ -108,7 +106,7 @@ defmodule Bench.Run do
       rustc: rustc(),
       profile: Bench.Raw.profile(),
       load_before: fmt_load(load_before),
-      load_after: fmt_load(hd(loads)),
+      load_after: fmt_load(load_after),
       duration: "#{div(secs, 60)} min #{rem(secs, 60)} s",
       quick: quick?,
       renice: opts[:renice],

@@ -38,6 +38,16 @@ defmodule Bench.Cases do
     {:sample, name, Sampler.isolated(fn -> Sampler.sample(budget(b, quick?), fun) end)}
   end
 
+  # `fun` after a 1 ms sleep each time, only the call timed.
+  defp paced(name, quick?, fun) do
+    sample(name, {20, 200, 1_000, 1_500}, quick?, fn ->
+      Process.sleep(1)
+      t0 = System.monotonic_time()
+      fun.()
+      {:timed, System.convert_time_unit(System.monotonic_time() - t0, :native, :nanosecond)}
+    end)
+  end
+
   defp ok!({:ok, %ExBashkit.Result{} = r}, _what), do: r
   defp ok!(other, what), do: raise("#{what}: #{inspect(other, limit: 5)}")
 
@@ -108,16 +118,6 @@ defmodule Bench.Cases do
       # this VM (bench/analysis.md, 2026-11-27 13:35).
       paced("ours/session_new.paced", quick?, &Session.new/0)
     ] ++ bare_nif_new(quick?)
-  end
-
-  # `fun` after a 1 ms sleep each time, only the call timed.
-  defp paced(name, quick?, fun) do
-    sample(name, {20, 200, 1_000, 1_500}, quick?, fn ->
-      Process.sleep(1)
-      t0 = System.monotonic_time()
-      fun.()
-      {:timed, System.convert_time_unit(System.monotonic_time() - t0, :native, :nanosecond)}
-    end)
   end
 
   def run("loop", quick?) do

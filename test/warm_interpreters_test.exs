@@ -44,7 +44,7 @@ defmodule ExBashkit.WarmInterpretersTest do
   test "quick one-shot execs, run on the caller's scheduler, each start fresh too" do
     # Literal builtins only: once one has measured what a command costs,
     # such scripts run within the call on an interpreter built in advance
-    # (`exec_once` in session.rs).
+    # (`exec_once` in session/one_shot.rs).
     for i <- 1..100 do
       file = "/tmp/q#{rem(i, 3)}"
       assert {:ok, %Result{stdout: "/\n", exit_code: 1}} = ExBashkit.exec("pwd; test -e #{file}")

@@ -6,7 +6,7 @@ defmodule ExBashkit.Native do
   # Long work (scripts, anything that needs a session's interpreter) never
   # runs inside a NIF call for long: `session_exec/5` and `exec_once/4` run
   # a quick script on the caller's scheduler (bounded by its text and a
-  # measured per-command cost, `session.rs`) and anything else on a dirty
+  # measured per-command cost, `session/cost.rs`) and anything else on a dirty
   # CPU scheduler for at most a short slice (`callback_reply/2` follows the
   # script it resumes); both return
   # `{:done, ...}` when it completed there; otherwise they, like

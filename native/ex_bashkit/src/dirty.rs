@@ -3,7 +3,7 @@
 //! the VM how much of its time slice a call that stayed used.
 //!
 //! An exec NIF decides where it runs from the script and the session
-//! (`session.rs`): a quick script on a session whose measured cost fits
+//! (`session/cost.rs`): a quick script on a session whose measured cost fits
 //! runs where it was called, as any short NIF does; anything else moves to a
 //! dirty scheduler with its arguments unchanged. `callback_reply`, which
 //! resumes the script it answers, follows the script (`callbacks.rs`).

@@ -6,7 +6,7 @@
 //! (5–11 µs in pure Rust, `bench/raw` group `handoff`), more than bashkit's
 //! own `echo hi`. So the thread that submits a script (in the node, a dirty
 //! CPU scheduler, or the caller's own scheduler for a quick script, or a
-//! loop with bounded steps, that fits there: `session.rs`, `dirty.rs`,
+//! loop with bounded steps, that fits there: `session/cost.rs`, `dirty.rs`,
 //! `bounded_steps.rs`) first polls the exec future itself, on
 //! a big stack of its own switched in with `corosensei` (the
 //! interpreter recurses deeply: a scheduler's small stack would overflow).
@@ -117,7 +117,7 @@ thread_local! {
 }
 
 /// Run `f`, a NIF body on a normal scheduler that polls a quick script
-/// (`session.rs`, `callbacks.rs`), known as such: a back-call the script
+/// (`dirty.rs`, `session/reset.rs`), known as such: a back-call the script
 /// makes is answered there too ([`polls_quick_script`]).
 pub fn on_normal_scheduler<R>(f: impl FnOnce() -> R) -> R {
     let previous = ON_NORMAL.with(|n| n.replace(true));

@@ -36,12 +36,12 @@
 //!   grows with the session's variables (bashkit 0.20 walks its exported
 //!   environment on every builtin call): the exec NIF measures that cost on
 //!   each session and runs a quick script on the caller's own scheduler
-//!   when the measure says it fits (`session.rs`, `Session::quick_fits`).
+//!   when the measure says it fits (`session/cost.rs`, `Session::quick_fits`).
 //!
 //! - [`ScriptShape::bounded_steps`]: it may loop, but each of its commands
 //!   costs at most what its text and a few integers bound
 //!   (`bounded_steps.rs`): such a loop runs on the caller's scheduler too,
-//!   for a time slice (`session.rs`).
+//!   for a time slice (`session/cost.rs`).
 //!
 //! A session's own commands (its custom builtins, [`OwnCommands`]) count
 //! as quick builtins: each is answered by an Elixir function, runs no shell

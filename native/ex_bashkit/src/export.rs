@@ -10,11 +10,11 @@
 
 use std::sync::Arc;
 
-use rustler::{LocalPid, ResourceArc, Term};
+use rustler::{LocalPid, Term};
 
 use crate::error::NifResult;
 use crate::reply::{Caller, ReplyTo};
-use crate::session::{Session, SessionResource};
+use crate::session::{Handle, Session};
 use crate::value::Value;
 use crate::{from_map, guard, runtime, tar_io};
 
@@ -79,7 +79,7 @@ pub fn export_tar(session: Arc<Session>, request: ExportRequest, reply: ReplyTo)
 /// `export_tar/3`: answers `{:ex_bashkit_reply, ref, {:ok, bytes} | {:error, _}}`.
 #[rustler::nif]
 fn session_export_tar(
-    handle: ResourceArc<SessionResource>,
+    handle: Handle,
     request: Term,
     pid: LocalPid,
     reference: Term,

@@ -10,9 +10,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bashkit::{FileSystem, FileType};
-use rustler::{Env, ResourceArc, Term};
+use rustler::{Env, Term};
 
-use crate::session::SessionResource;
+use crate::session::Handle;
 use crate::value::{Bytes, FromValue, Value};
 use crate::{bashkit_errors, runtime};
 
@@ -142,7 +142,7 @@ fn dispatch(fs: &Arc<dyn FileSystem>, request: &Value) -> FsResult<Value> {
 /// The filesystem API in the node; on a dirty IO scheduler because host
 /// mounts may block.
 #[rustler::nif(schedule = "DirtyIo")]
-fn fs_call<'a>(env: Env<'a>, handle: ResourceArc<SessionResource>, request: Term<'a>) -> Term<'a> {
+fn fs_call<'a>(env: Env<'a>, handle: Handle, request: Term<'a>) -> Term<'a> {
     let answer = match Value::from_term(request) {
         Ok(request) => call(
             &handle.session.fs(),

@@ -17,12 +17,12 @@
 
 use std::sync::Arc;
 
-use rustler::{LocalPid, ResourceArc, Term};
+use rustler::{LocalPid, Term};
 
 use crate::error::NifResult;
 use crate::options::MountSpec;
 use crate::reply::{Caller, ReplyTo};
-use crate::session::{Session, SessionResource};
+use crate::session::{Handle, Session};
 use crate::value::Value;
 use crate::{guard, mounts, runtime};
 
@@ -157,8 +157,6 @@ pub fn describe(session: &Session) -> Value {
 
 // -- NIFs (the worker's `mount` / `unmount` / `describe` requests call the
 // -- functions above) ---------------------------------------------------------
-
-type Handle = ResourceArc<SessionResource>;
 
 /// `ExBashkit.Session.mount/4`: answers `:ok | {:error, message}` by message.
 #[rustler::nif]

@@ -22,11 +22,11 @@ use std::time::Duration;
 
 use bashkit::{FileSystem, FileType};
 use regex::bytes::{Regex, RegexBuilder};
-use rustler::{LocalPid, ResourceArc, Term};
+use rustler::{LocalPid, Term};
 
 use crate::error::NifResult;
 use crate::reply::{Caller, Payload, ReplyTo};
-use crate::session::{Session, SessionResource};
+use crate::session::{Handle, Session};
 use crate::value::Value;
 use crate::{from_map, guard, runtime};
 
@@ -179,8 +179,6 @@ pub fn grep(session: Arc<Session>, request: GrepRequest, reply: ReplyTo) {
 }
 
 // -- NIFs (the worker's `glob` / `grep` requests call the jobs above) ---------
-
-type Handle = ResourceArc<SessionResource>;
 
 /// `ExBashkit.Search.glob/3`: answers `{:ex_bashkit_reply, ref, {:ok, [path]}
 /// | {:error, message}}`.

@@ -50,7 +50,7 @@ mod state;
 pub use exec::{exec, ExecCallOptions};
 pub use one_shot::{exec_once_job, once_quick_fits};
 pub use reset::reset;
-pub use resource::{op_for, SessionResource};
+pub use resource::{op_for, Handle};
 pub use state::state;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);

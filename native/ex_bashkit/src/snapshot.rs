@@ -30,12 +30,12 @@ use std::sync::Arc;
 
 use bashkit::{Error, SnapshotOptions};
 use rustler::env::{OwnedEnv, SavedTerm};
-use rustler::{LocalPid, ResourceArc, Term};
+use rustler::{LocalPid, Term};
 
 use crate::error::NifResult;
 use crate::lifecycle::Op;
 use crate::reply::{Caller, Payload, ReplyTo};
-use crate::session::{self, SessionResource};
+use crate::session::{self, Handle};
 use crate::value::{Bytes, Value};
 use crate::{from_map, guard, runtime};
 
@@ -230,8 +230,6 @@ pub fn restore(op: Op, bytes: impl SnapshotSource, key: Option<Vec<u8>>, reply: 
         reply.finish(&outcome);
     });
 }
-
-type Handle = ResourceArc<SessionResource>;
 
 /// `snapshot/2`: answers `{:ex_bashkit_reply, ref, {:ok, bytes} | {:error, _}}`.
 #[rustler::nif]

@@ -68,7 +68,8 @@ impl rustler::Resource for SessionResource {
     }
 }
 
-pub(super) type Handle = ResourceArc<SessionResource>;
+/// A session as a NIF argument: the node's reference to its resource.
+pub type Handle = ResourceArc<SessionResource>;
 
 /// Watch `pid`, the caller of call `id` on `handle`: its death cancels the
 /// call (`down`). Returns what to run once the call is over.

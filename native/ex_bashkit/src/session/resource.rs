@@ -73,12 +73,7 @@ pub type Handle = ResourceArc<SessionResource>;
 
 /// Watch `pid`, the caller of call `id` on `handle`: its death cancels the
 /// call (`down`). Returns what to run once the call is over.
-pub fn watch_caller(
-    env: Env,
-    handle: &Handle,
-    pid: &LocalPid,
-    id: u64,
-) -> Box<dyn FnOnce() + Send> {
+fn watch_caller(env: Env, handle: &Handle, pid: &LocalPid, id: u64) -> Box<dyn FnOnce() + Send> {
     watch(env, handle, pid, id);
     Box::new(unwatch_caller(handle, id))
 }

@@ -33,7 +33,7 @@ pub(super) const QUICK_SCRIPT_BYTES: usize = 512;
 /// What a quick script may be expected to cost to run on a normal
 /// scheduler: a fifth of the 1 ms a NIF may take, leaving room for an
 /// estimate that is off (the OS can always preempt a thread).
-pub(super) const QUICK_BUDGET_NS: u64 = 200_000;
+const QUICK_BUDGET_NS: u64 = 200_000;
 
 /// Whether a script of `shape` is quick and its commands, at `cost_ns`
 /// each (0: unknown), fit [`QUICK_BUDGET_NS`].
@@ -222,6 +222,18 @@ mod tests {
         assert!(cost() > 0);
         session.forget_plain();
         assert_eq!(cost(), 0);
+    }
+
+    #[test]
+    fn a_quick_script_fits_its_budget_only_at_a_known_cost() {
+        let shape = |script| script_shape::of(script, &OwnCommands::NONE);
+        assert!(fits_budget(shape("echo hi"), 1));
+        assert!(
+            !fits_budget(shape("echo hi"), 0),
+            "an unknown cost never fits"
+        );
+        assert!(!fits_budget(shape("echo $x"), 1));
+        assert!(!fits_budget(shape("echo a; echo b"), QUICK_BUDGET_NS));
     }
 
     #[test]

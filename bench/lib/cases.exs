@@ -208,7 +208,8 @@ defmodule Bench.Cases do
 
   # CPU time per exec of one session exec'ing back to back: `echo hi` and a
   # 50-iteration `while` loop (the per-command cost), as throughput records
-  # so that the CPU of every thread is counted.
+  # so that the CPU of every thread is counted; and the bare NIF's `echo hi`,
+  # the floor of the first.
   def run("cpu", quick?) do
     ops = if quick?, do: 2_000, else: 20_000
 

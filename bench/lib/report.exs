@@ -687,7 +687,7 @@ defmodule Bench.Report do
 
   # CPU per `echo hi`: its floor is the bare NIF's, counted the same way in
   # the `cpu` group (raw's without it), against which ours is read.
-  defp cpu_floor_row(bare, raw, ours, pct) when is_number(bare),
+  defp cpu_floor_row(bare, raw, ours, pct) when is_number(bare) and is_number(raw),
     do:
       "| **floor of CPU per `echo hi`** = the bare NIF's CPU per `echo hi` | #{fmt_ns(bare)} " <>
         "(#{pct.(bare, raw)} raw's #{fmt_ns(raw)}); measured #{fmt_ns(ours)}, #{pct.(ours, bare)} the floor, " <>

@@ -100,7 +100,7 @@ defmodule ExBashkit.Backend do
   @doc false
   # Submit an exec; messages arrive tagged with the returned ref. An exec
   # that completed within the call (in the node, the runner's inline fast
-  # path, `runner.rs`) is `{:done, id, outcome}` instead: nothing arrives.
+  # path, `run/runner.rs`) is `{:done, id, outcome}` instead: nothing arrives.
   # A quick one that made a back-call within the call returns that first
   # message itself, `{:ok, ref, id, message}`: handle it before the mailbox.
   # `meta` is the exec's deadline, which a worker's owner answers by; in the
@@ -226,7 +226,7 @@ defmodule ExBashkit.Backend do
   end
 
   @doc false
-  # A filesystem request (see `fs_api.rs`), answered synchronously.
+  # A filesystem request (see `session/fs.rs`), answered synchronously.
   @spec fs(reference(), location(), tuple()) :: term()
   def fs(resource, :in_node, request), do: nif(Native.fs_call(resource, request))
 

@@ -64,7 +64,7 @@ defmodule ExBashkit.Error do
   # The error of an exec answered in its stead, past its deadline
   # (`{:timeout, ms}`) or a cancel, because it did not stop by itself: by a
   # worker's owner, or in the node by its caller (the watchdog's words for
-  # a cancel, `outcome.rs`, are the same). `output` is what it wrote so far.
+  # a cancel, `result.rs`, are the same). `output` is what it wrote so far.
   @spec stopped({:timeout, pos_integer()} | :cancelled, {binary(), binary()} | nil) :: t()
   def stopped(why, output) do
     {stdout, stderr} = output || {"", ""}
@@ -85,7 +85,7 @@ defmodule ExBashkit.Error do
   def wrap({:error, message}) when is_binary(message), do: {:error, from_message(message)}
 
   @doc false
-  # The atoms of exec outcomes (`outcome.rs`) and `state/1`'s `:fs_usage`:
+  # The atoms of exec outcomes (`result.rs`) and `state/1`'s `:fs_usage`:
   # a worker's frames are decoded
   # with `[:safe]`, which needs every atom to exist already.
   @spec protocol_atoms() :: [atom()]

@@ -26,7 +26,7 @@ defmodule ExBashkit.Native do
   end
 
   # Interpreter thread settings from `config :ex_bashkit, ...`, read once.
-  # The NIF checks each range (`runtime.rs`); `runner_nice: 0` is valid.
+  # The NIF checks each range (`run/runtime.rs`); `runner_nice: 0` is valid.
   defp runtime_config do
     for key <- [:worker_threads, :max_script_threads, :stack_size, :runner_nice],
         value = Application.get_env(:ex_bashkit, key),
@@ -55,7 +55,7 @@ defmodule ExBashkit.Native do
   def session_restore(_session, _bytes, _key, _call, _pid, _ref),
     do: :erlang.nif_error(:nif_not_loaded)
 
-  # The filesystem API: one request term (see `fs_api.rs`), answered here.
+  # The filesystem API: one request term (see `session/fs.rs`), answered here.
   def fs_call(_session, _request), do: :erlang.nif_error(:nif_not_loaded)
 
   # `isolation: :process`: the node's handle on a session in a worker, and
@@ -67,7 +67,7 @@ defmodule ExBashkit.Native do
   def parse_status(_script), do: :erlang.nif_error(:nif_not_loaded)
 
   # Search and runtime mounts (`native/ex_bashkit/src/search.rs`,
-  # `runtime_mounts.rs`): submitted like state/reset, answered by message;
+  # `session/mounts.rs`): submitted like state/reset, answered by message;
   # `session_describe/1` answers at once.
   def session_glob(_session, _request, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def session_grep(_session, _request, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
@@ -75,7 +75,7 @@ defmodule ExBashkit.Native do
   def session_unmount(_session, _vfs_path, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def session_describe(_session), do: :erlang.nif_error(:nif_not_loaded)
 
-  # Tar images and shared base images (`tar_io.rs`, `export.rs`, `image.rs`).
+  # Tar images and shared base images (`image/archive.rs`, `session/tar.rs`, `image.rs`).
   def session_export_tar(_session, _request, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def image_build(_spec), do: :erlang.nif_error(:nif_not_loaded)
   def image_tar(_image), do: :erlang.nif_error(:nif_not_loaded)

@@ -87,7 +87,7 @@ defmodule ExBashkit.Session do
   raises. Reaching one is never a silently shortened answer: the command says
   so on stderr, and those marked "exit 1" fail (inside a pipeline the status
   is the pipeline's, as in bash: use `set -o pipefail` or `${PIPESTATUS[@]}`).
-  Checked by `test/agent_results_test.exs` for `seq` and `yes`:
+  Checked by `test/ex_bashkit/error_test.exs` for `seq` and `yes`:
 
   | command | cap | when reached |
   |---|---|---|

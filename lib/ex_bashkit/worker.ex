@@ -247,7 +247,7 @@ defmodule ExBashkit.Worker do
         cancel_timer(route)
         # Nobody will read the answer: stop the script. A lifecycle call
         # (state, reset, snapshot, restore) still queued is dropped the same
-        # way (`lifecycle.rs`).
+        # way (`session/lifecycle.rs`).
         {:noreply, send_frame(state, stop_frame(route, id))}
     end
   end

@@ -12,7 +12,7 @@ defmodule ExBashkit.Reliability.FairnessTest do
   # shared a few worker threads, one CPU-bound script per thread stalled
   # every other session (measured: an `echo hi` waited 19.4 s). Scripts now
   # run through bashkit's live execution, which yields every 64 commands, and
-  # the runner pool round-robins between them (runner.rs).
+  # the runner pool round-robins between them (run/runner.rs).
   @tag timeout: 120_000
   test "CPU-bound scripts do not starve other sessions" do
     busy = System.schedulers_online() * 2 + 2

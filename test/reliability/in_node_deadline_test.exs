@@ -10,7 +10,7 @@ defmodule ExBashkit.Reliability.InNodeDeadlineTest do
   # cancelled one is answered a second after the cancel.
   #
   # `uniq -f 100000` over 60 000 lines skips fields for seconds without a
-  # check (bombs.rs refuses larger counts, which never return), then ends
+  # check (policy/bombs.rs refuses larger counts, which never return), then ends
   # by itself: 5.6 s on a quiet machine (90 µs a line; 30 000 lines, 2.7 s,
   # left a cancel's answer too little room on CI). Runs alone (`async:
   # false`): the one-shot case sets the isolation mode, and every case

@@ -32,7 +32,7 @@ defmodule ExBashkit.Reliability.KnownIssuesTest do
   # bashkit 0.20.2: `man` looks a page up by running `NAME --help`, then
   # `help NAME`, as `PlanStep::Run` sub-commands (src/builtins/man.rs), not
   # `PlanStep::Capture`. When an output callback is set, as in live
-  # execution (`Bash::execute`, which our runner drives: native runner.rs),
+  # execution (`Bash::execute`, which our runner drives: native run/runner.rs),
   # the interpreter streams each sub-command's output out
   # (`interpreter/mod.rs`, the `ExecutionPlan::Driver` arm) and the page or
   # the "No manual entry" line the driver ends with is lost. `Bash::exec`

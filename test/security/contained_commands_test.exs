@@ -3,7 +3,7 @@ defmodule ExBashkit.Security.ContainedCommandsTest do
   # `tar -x`, `gzip`, `bzip2`, `split`, `zip`, `unzip`, `patch` (a read-only
   # mount, a missing directory, a quota) is that command's non-zero exit and
   # stderr, as in bash; the exec goes on and keeps its earlier output
-  # (`nested.rs`). Against real host directories; runs in both isolation
+  # (`commands/nested.rs`). Against real host directories; runs in both isolation
   # modes (scripts/test runs the suite twice).
   use ExBashkit.Test.Case, async: true
 

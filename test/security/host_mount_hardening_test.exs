@@ -1,7 +1,7 @@
 defmodule ExBashkit.Security.HostMountHardeningTest do
   # Escapes and wrong behaviour of host mounts found by a probe (issue 22,
   # items 1-5, 12 and 15), against real host directories. Each test failed
-  # on the build before `host_fs.rs` / `strict_commands.rs`.
+  # on the build before `fs/host.rs` / `commands/strict.rs`.
   use ExBashkit.Test.Case, async: true
 
   import Bitwise

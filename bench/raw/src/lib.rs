@@ -125,7 +125,7 @@ fn shaped_exec<'a>(
 }
 
 /// `%ExBashkit.Result{}` of `r`, its keys in the VM's term order (as the
-/// library builds it: `outcome.rs`).
+/// library builds it: `result.rs`).
 fn result_struct<'a>(env: Env<'a>, r: &ExecResult, wall_time_us: u64) -> NifResult<Term<'a>> {
     let (stdout, stderr) = (r.stdout.as_bytes(), r.stderr.as_bytes());
     let keys = [

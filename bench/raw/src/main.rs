@@ -207,7 +207,7 @@ fn timed<T>(f: impl FnOnce() -> T) -> (Duration, T) {
 }
 
 /// How many interpreters `session_new.new_dropped_elsewhere` hands to its
-/// dropper thread at once: the NIF's teardown batch (`teardown.rs`).
+/// dropper thread at once: the NIF's teardown batch (`run/teardown.rs`).
 const DROP_BATCH: usize = 8;
 
 /// How much memory `echo_hi.exec_disturbed` writes between two execs: half
@@ -589,7 +589,7 @@ impl Bench {
 
         // The same build when the interpreters before it are dropped on
         // another thread, in batches of 8: what the NIF's teardown
-        // (`teardown.rs`) does to a session built on the caller's scheduler.
+        // (`run/teardown.rs`) does to a session built on the caller's scheduler.
         // The allocator then reuses memory another core freed and wrote.
         let (batches, dropped) = std::sync::mpsc::channel::<Vec<Bash>>();
         let dropper = std::thread::spawn(move || dropped.into_iter().for_each(drop));

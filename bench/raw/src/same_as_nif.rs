@@ -1,14 +1,14 @@
 //! The interpreter, runtime and inline poll the NIF uses, shared by the
 //! raw harness (`main.rs`) and the bare NIF (`lib.rs`), so that both measure
 //! bashkit as `native/ex_bashkit` runs it. Keep it in step with
-//! `options.rs::build_bash`, `runtime.rs::runtime` and `runner.rs`.
+//! `config.rs::build_bash`, `run/runtime.rs::runtime` and `run/runner.rs`.
 
 use std::sync::Arc;
 
 use bashkit::{Bash, ExecutionLimits, SessionLimits};
 use tokio::runtime::{Builder, Runtime};
 
-/// `options.rs::build_bash` with a default `SessionConfig`: cwd "/",
+/// `config.rs::build_bash` with a default `SessionConfig`: cwd "/",
 /// username, hostname, limits, cumulative limits unlimited, alias expansion.
 pub fn builder(limits: ExecutionLimits) -> bashkit::BashBuilder {
     Bash::builder()
@@ -24,7 +24,7 @@ pub fn builder(limits: ExecutionLimits) -> bashkit::BashBuilder {
 }
 
 pub fn finish(mut bash: Bash) -> Bash {
-    // options.rs::enable_alias_expansion.
+    // config.rs::enable_alias_expansion.
     let mut state = bash.shell_state();
     state
         .variables
@@ -37,7 +37,7 @@ pub fn build_bash() -> Bash {
     finish(builder(ExecutionLimits::new()).build())
 }
 
-/// `runtime.rs::runtime`'s settings, for variants that add to them.
+/// `run/runtime.rs::runtime`'s settings, for variants that add to them.
 pub fn runtime_builder() -> Builder {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let mut builder = Builder::new_multi_thread();
@@ -49,7 +49,7 @@ pub fn runtime_builder() -> Builder {
     builder
 }
 
-/// `runtime.rs::runtime`.
+/// `run/runtime.rs::runtime`.
 pub fn runtime() -> Runtime {
     runtime_builder().build().expect("runtime")
 }

@@ -75,7 +75,7 @@ defmodule ExBashkit.Session.Options do
   # transforms it first) and/or `:session` (a field the Elixir side keeps).
   # The known-option list, defaults, validation, the native map and the
   # options list in `ExBashkit.Session`'s docs are all derived from it: a new
-  # option is one entry here plus its field in options.rs.
+  # option is one entry here plus its field in config.rs.
   #
   # Building the list formats its docs (`Defaults.doc/1`, `inspect/1`), 10 to
   # 20 µs: most of what a `new/1` with options paid for them. So it is built once per loaded
@@ -1112,7 +1112,7 @@ defmodule ExBashkit.Session.Options do
 
   # `:git`: `nil` (not granted) or `%{author_name:, author_email:, remotes:}`.
   # Whether each remote lies within the session's network access is decided
-  # natively (`tools.rs`), with the parser and allowlist `:allow_net` uses.
+  # natively (`commands/tools.rs`), with the parser and allowlist `:allow_net` uses.
   defp git!(false), do: nil
   defp git!(true), do: git!([])
 
@@ -1179,7 +1179,7 @@ defmodule ExBashkit.Session.Options do
   end
 
   # Strings here; whether each is a URL prefix is decided natively by the
-  # parser `:allow_net` patterns go through (`net.rs`), as for those.
+  # parser `:allow_net` patterns go through (`policy/net.rs`), as for those.
   defp git_remotes!(patterns) when is_list(patterns),
     do: Enum.map(patterns, &string!(&1, ":git remote"))
 

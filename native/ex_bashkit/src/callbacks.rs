@@ -11,7 +11,7 @@
 //!    `{:ex_bashkit_callback, exec_ref, {call_id, request}}`
 //!
 //!    where `request` is `{:builtin, name, args, stdin, env}` or
-//!    `{:vfs, mount, op, path, extra}` (see `builtins.rs`, `vfs.rs`).
+//!    `{:vfs, mount, op, path, extra}` (see `callbacks/builtins.rs`, `callbacks/virtual_fs.rs`).
 //! 2. That process runs the request in a fresh, unlinked process (Elixir's
 //!    `ExBashkit.Callbacks`), which answers through the `callback_reply` NIF
 //!    with an already-normalized term; [`reply`] hands it to the waiter.
@@ -27,13 +27,16 @@
 //!    `PENDING` and is dropped.
 //!
 //! Waiting is an `await` on the oneshot, on the runner pool (a script
-//! polled inline by an exec NIF is parked first, `runner.rs`): no BEAM
+//! polled inline by an exec NIF is parked first, `run/runner.rs`): no BEAM
 //! scheduler waits and a waiting script holds no thread, so a builtin that
 //! itself execs another session cannot starve a scheduler pool.
 //!
 //! A channel has a target only while an exec runs. With no target (an idle
 //! session, or a filesystem-API call made from a BEAM thread) a back-call
 //! fails at once instead of sending a message nobody will answer.
+
+pub(crate) mod builtins;
+pub(crate) mod virtual_fs;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
@@ -43,11 +46,11 @@ use parking_lot::Mutex;
 use rustler::{Binary, Encoder, Env, NifResult, Term, TermType};
 use tokio::sync::oneshot;
 
-use crate::dirty;
-use crate::interrupt::Interrupt;
-use crate::reply::{self, Payload, SharedCaller};
-use crate::value::Value;
-use crate::word_hash::IdMap;
+use crate::nif::dirty;
+use crate::run::interrupt::Interrupt;
+use crate::run::reply::{self, Payload, SharedCaller};
+use crate::term::value::Value;
+use crate::term::word_hash::IdMap;
 
 /// What Elixir answered, already validated and normalized there.
 #[derive(Debug)]
@@ -108,7 +111,7 @@ pub fn reply(call_id: u64, answer: Answer) -> bool {
 /// onto the runners.
 pub fn reply_on_reader(call_id: u64, answer: Answer) -> bool {
     match made_by_quick_script(call_id) {
-        true => crate::runner::answer_and_resume(None, || reply(call_id, answer)),
+        true => crate::run::runner::answer_and_resume(None, || reply(call_id, answer)),
         false => reply(call_id, answer),
     }
 }
@@ -186,9 +189,9 @@ impl CallbackChannel {
         // frame reader (frames go out from any thread). Anywhere else it
         // moves to a runner first: a BEAM thread without that env can send
         // nothing.
-        let quick = crate::runner::polls_quick_script();
-        if !(crate::runner::sends_from_nif() || crate::runtime::in_worker()) {
-            crate::runner::leave_inline().await;
+        let quick = crate::run::runner::polls_quick_script();
+        if !(crate::run::runner::sends_from_nif() || crate::run::runtime::in_worker()) {
+            crate::run::runner::leave_inline().await;
             if on_beam_thread() {
                 return Err(CallError::NoTarget);
             }
@@ -224,7 +227,7 @@ impl CallbackChannel {
 /// afford to wait for Elixir.
 #[cfg(not(test))]
 fn on_beam_thread() -> bool {
-    crate::runtime::on_beam_thread()
+    crate::run::runtime::on_beam_thread()
 }
 
 #[cfg(test)]
@@ -267,7 +270,7 @@ pub fn decode_answer(value: &Value) -> Option<Answer> {
         ("command", [_, out, err, code]) => Some(Answer::Command {
             stdout: bytes(out)?,
             stderr: bytes(err)?,
-            exit_code: crate::value::FromValue::from_value(code).ok()?,
+            exit_code: crate::term::value::FromValue::from_value(code).ok()?,
         }),
         ("data", [_, data]) => Some(Answer::Data(bytes(data)?)),
         ("entries", [_, Value::List(entries)]) => entries
@@ -280,10 +283,10 @@ pub fn decode_answer(value: &Value) -> Option<Answer> {
             .map(Answer::Entries),
         ("stat", [_, k, size]) => Some(Answer::Stat(
             kind(k)?,
-            crate::value::FromValue::from_value(size).ok()?,
+            crate::term::value::FromValue::from_value(size).ok()?,
         )),
         ("failed", [_, reason]) => Some(Answer::Failed(
-            crate::value::FromValue::from_value(reason).ok()?,
+            crate::term::value::FromValue::from_value(reason).ok()?,
         )),
         _ => None,
     }
@@ -340,7 +343,7 @@ fn answer_call(env: Env, call_id: u64, answer: Term) -> bool {
         .unwrap_or_else(|| {
             Answer::Failed("malformed answer from the builtin or virtual_fs handler".into())
         });
-    crate::runner::answer_and_resume(Some(env), || reply(call_id, answer))
+    crate::run::runner::answer_and_resume(Some(env), || reply(call_id, answer))
 }
 
 /// Answers no bigger than this are decoded on a normal scheduler: copying

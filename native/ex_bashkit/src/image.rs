@@ -1,6 +1,6 @@
 //! Shared base images (`ExBashkit.Image`): an immutable filesystem built
 //! once, which any number of sessions mount copy-on-write under their own
-//! layer (`base_layer.rs`).
+//! layer (`image/layer.rs`).
 //!
 //! An image is identified by the SHA-256 of its canonical tar (`tar_io`,
 //! name order, mtimes 0): two builds of the same content are the same image,
@@ -14,6 +14,10 @@
 //! worker uses it any more). Both places share one registry of live images
 //! by id, so a second build or shipment of the same content reuses the first.
 
+pub(crate) mod archive;
+pub(crate) mod layer;
+pub(crate) mod snapshot;
+
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Weak};
 
@@ -22,10 +26,10 @@ use parking_lot::Mutex;
 use rustler::ResourceArc;
 use sha2::{Digest, Sha256};
 
-use crate::error::NifResult;
-use crate::teardown::DropLater;
-use crate::value::{Bytes, FromValue, Value};
-use crate::{from_map, runtime, tar_io};
+use crate::nif::error::NifResult;
+use crate::run::teardown::DropLater;
+use crate::term::value::{Bytes, FromValue, Value};
+use crate::{from_map, run::runtime};
 
 /// One immutable base filesystem.
 pub struct Image {
@@ -86,7 +90,7 @@ pub async fn build(entries: Vec<VfsEntry>) -> Result<Arc<Image>, String> {
 /// The image `id` whose canonical tar is `tar`. File contents are not
 /// copied out of it: each file is a lazy file reading its range.
 async fn from_canonical(tar: Vec<u8>, id: &str) -> Result<Arc<Image>, String> {
-    let (entries, ranges) = tar_io::parse_in_place(&tar, &limits())?;
+    let (entries, ranges) = crate::image::archive::parse_in_place(&tar, &limits())?;
     let tar = Arc::new(tar);
     let (fs, bytes, files) = fill(entries, Some((&tar, &ranges))).await?;
     let mut registry = REGISTRY.lock();
@@ -112,7 +116,7 @@ async fn from_canonical(tar: Vec<u8>, id: &str) -> Result<Arc<Image>, String> {
 /// content about once, not twice.
 async fn fill(
     entries: Vec<VfsEntry>,
-    in_tar: Option<(&Arc<Vec<u8>>, &tar_io::ContentRanges)>,
+    in_tar: Option<(&Arc<Vec<u8>>, &crate::image::archive::ContentRanges)>,
 ) -> Result<(InMemoryFs, u64, u64), String> {
     let fs = InMemoryFs::with_limits(limits());
     // Only the root: an image has none of a fresh filesystem's defaults.
@@ -178,11 +182,11 @@ async fn fill(
 
 /// The canonical tar of a filesystem: what an image's id hashes.
 async fn canonical_tar(fs: &InMemoryFs) -> Result<Vec<u8>, String> {
-    let options = tar_io::WriteOptions {
+    let options = crate::image::archive::WriteOptions {
         skip: &[],
         mtimes: false,
     };
-    tar_io::write(fs, "/", &options).await
+    crate::image::archive::write(fs, "/", &options).await
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -204,7 +208,7 @@ pub fn load_pinned(id: &str, tar: Vec<u8>) -> Result<(), String> {
             }
             let image = runtime::block_on(from_canonical(tar, id));
             // The load's transient allocations (the index): give them back.
-            crate::allocator::give_back();
+            crate::nif::allocator::give_back();
             image?
         }
     };
@@ -213,11 +217,11 @@ pub fn load_pinned(id: &str, tar: Vec<u8>) -> Result<(), String> {
 }
 
 /// A worker's `{:drop_image, id}`: sessions over it keep it alive. What
-/// goes is torn down on a runner, not on the frame reader (`teardown.rs`).
+/// goes is torn down on a runner, not on the frame reader (`run/teardown.rs`).
 pub fn unpin(id: &str) {
     let removed = PINNED.lock().remove(id);
     if let Some(image) = removed {
-        crate::teardown::later(image);
+        crate::run::teardown::later(image);
     }
 }
 
@@ -245,7 +249,7 @@ impl FromValue for BaseImage {
 
 /// The node's handle on an image (`%ExBashkit.Image{ref: ...}`).
 pub struct ImageResource {
-    /// Dropped on a runner, like a session (`teardown.rs`): an image of
+    /// Dropped on a runner, like a session (`run/teardown.rs`): an image of
     /// 10 000 files took 1.5 ms to tear down on the scheduler that
     /// collected its handle.
     pub image: DropLater<Arc<Image>>,
@@ -266,7 +270,7 @@ from_map!(BuildSpec { rootfs, files });
 fn entries_of(spec: BuildSpec) -> Result<Vec<VfsEntry>, String> {
     let limits = limits();
     let mut entries = match &spec.rootfs {
-        Some(Bytes(tar)) => tar_io::parse(tar, &limits)?,
+        Some(Bytes(tar)) => crate::image::archive::parse(tar, &limits)?,
         None => Vec::new(),
     };
     // `:files` as a tiny archive of their own, so that they get the same
@@ -287,7 +291,7 @@ fn entries_of(spec: BuildSpec) -> Result<Vec<VfsEntry>, String> {
                 .map_err(|e| format!(":files entry {path}: {e}"))?;
         }
         let tar = builder.into_inner().map_err(|e| e.to_string())?;
-        let files = tar_io::parse(&tar, &limits)?;
+        let files = crate::image::archive::parse(&tar, &limits)?;
         let mut by_path: std::collections::BTreeMap<_, _> =
             entries.into_iter().map(|e| (e.path.clone(), e)).collect();
         for entry in files {
@@ -322,5 +326,5 @@ fn image_tar<'a>(
     env: rustler::Env<'a>,
     handle: ResourceArc<ImageResource>,
 ) -> NifResult<rustler::Term<'a>> {
-    Ok(crate::value::binary_term(env, &handle.image.tar))
+    Ok(crate::term::value::binary_term(env, &handle.image.tar))
 }

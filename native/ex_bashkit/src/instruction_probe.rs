@@ -31,12 +31,12 @@ use std::task::{Context, Poll, Waker};
 use bashkit::Bash;
 use corosensei::stack::DefaultStack;
 
-use crate::config_cache::DecodedConfig;
-use crate::options::SessionConfig;
-use crate::reply::{Caller, FrameWriter, ReplyTo};
+use crate::config::cache::DecodedConfig;
+use crate::config::SessionConfig;
+use crate::run::reply::{Caller, FrameWriter, ReplyTo};
+use crate::run::warm::Prebuilt;
 use crate::session::{self, ExecCallOptions, Session};
-use crate::value::Value;
-use crate::warm::Prebuilt;
+use crate::term::value::Value;
 
 /// Calls before the counted ones: past the history's 1,000 entries, where
 /// every exec also drops one.
@@ -92,7 +92,7 @@ fn instructions_per_exec() {
     let mut config = SessionConfig::default();
     config.limits.max_history_entries = env_usize("PROBE_HISTORY").map(|n| n as u64);
     let config = Arc::new(config);
-    let _runtime = crate::runtime::runtime().enter();
+    let _runtime = crate::run::runtime::runtime().enter();
     match std::env::var("PROBE_MODE").as_deref() {
         Ok("ours") => {
             let decoded = Arc::new(DecodedConfig {

@@ -2,76 +2,46 @@
 //! VM as NIFs (`isolation: :in_node`) and to worker OS processes
 //! (`isolation: :process`, `src/bin/ex_bashkit_worker.rs`) over a port.
 //!
-//! NIFs live in the file of their domain; `ARCHITECTURE.md` at the
-//! repository root tells the life of an exec and of a back-call.
+//! One folder a concept, named as on the Elixir side where there is one;
+//! NIFs live in the file of their domain. `ARCHITECTURE.md` at the
+//! repository root maps the folders and tells the life of an exec and of a
+//! back-call.
 
-// Values that cross the boundary, and how they are framed for a worker.
-pub mod etf;
-mod value;
+/// The NIF boundary's plumbing: its error type, dirty scheduling, allocator.
+mod nif;
+/// Terms that cross the boundary, and how they are framed for a worker.
+pub mod term;
 
-// The session core both transports share.
-mod bashkit_errors;
-mod bombs;
-mod bounded_steps;
-mod changes;
-mod config_cache;
-mod dirty;
-mod error;
-mod fs_api;
-mod guard;
-mod host_fs;
-mod interrupt;
-mod lifecycle;
-mod line;
-mod mounts;
-mod nested;
-mod net;
-mod options;
-mod outcome;
-mod parse;
-mod policy;
-mod policy_help;
-mod python;
-mod reply;
-mod runner;
-mod runtime;
-mod runtime_mounts;
-mod script_shape;
-mod search;
-mod session;
-mod snapshot;
-mod soft_delete;
-mod strict_commands;
-mod teardown;
-mod tools;
-mod warm;
-mod watchdog;
-mod word_hash;
-
-// Tar images and shared base images (`rootfs:`, `export_tar`, `base:`).
-mod base_layer;
-mod base_snapshot;
-mod export;
+/// Commands we add to or wrap in bashkit's set.
+mod commands;
+/// A session's configuration, decoded, and the `Bash` built from it.
+mod config;
+/// Host directories, mounts and change tracking.
+mod fs;
+/// Shared base images and tar archives in.
 mod image;
-mod tar_io;
+/// What a session may do: commands, network, known bombs.
+mod policy;
 
-// Back-calls into Elixir, and their two users.
-mod builtins;
+/// Back-calls into Elixir: custom builtins and `virtual_fs`.
 mod callbacks;
-mod vfs;
+/// What an exec answers: `%ExBashkit.Result{}` or `%ExBashkit.Error{}`.
+mod result;
+/// How a script is driven, where it runs, how it is stopped and answered.
+mod run;
+/// glob and grep over a session's filesystem.
+mod search;
+/// The session core both transports share, and its calls.
+mod session;
+/// The interactive shell's parser verdict.
+mod shell;
 
-// The worker process (its main loop, how it waits for frames) and the
-// node's handle on its sessions.
-mod frame_input;
-mod remote;
+/// The worker process and the node's handle on its sessions.
 pub mod worker;
 
-mod allocator;
-#[cfg(test)]
-mod enif_stubs;
 #[cfg(test)]
 mod instruction_probe;
 
-pub use value::Value;
+pub use term::value::Value;
 
-rustler::init!("Elixir.ExBashkit.Native", load = runtime::load);
+rustler::init!("Elixir.ExBashkit.Native", load = run::runtime::load);

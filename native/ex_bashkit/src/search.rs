@@ -24,11 +24,11 @@ use bashkit::{FileSystem, FileType};
 use regex::bytes::{Regex, RegexBuilder};
 use rustler::{LocalPid, Term};
 
-use crate::error::NifResult;
-use crate::reply::{Caller, Payload, ReplyTo};
+use crate::nif::error::NifResult;
+use crate::run::reply::{Caller, Payload, ReplyTo};
 use crate::session::{Handle, Session};
-use crate::value::Value;
-use crate::{from_map, guard, runtime};
+use crate::term::value::Value;
+use crate::{from_map, run::guard, run::runtime};
 
 /// The longest line grep returns; longer lines are cut (at a character
 /// boundary) so one minified file cannot flood the answer.

@@ -5,8 +5,8 @@
 //!
 //! Every operation that needs the interpreter (`exec`, `state`, `reset`, ...)
 //! is a task on the interpreter runtime that answers its `ReplyTo` (see
-//! `reply.rs`): no BEAM thread ever waits for the lock. The mutex serializes
-//! them per session in the order they were submitted (`line.rs`); different
+//! `run/reply.rs`): no BEAM thread ever waits for the lock. The mutex serializes
+//! them per session in the order they were submitted (`session/line.rs`); different
 //! sessions run in parallel.
 //!
 //! This file holds the session itself and its calls' bookkeeping (the line,
@@ -28,24 +28,31 @@ use bashkit::{Bash, FileSystem};
 use parking_lot::{Mutex, RwLock};
 
 use crate::callbacks::CallbackChannel;
-use crate::config_cache::DecodedConfig;
-use crate::interrupt::Interrupt;
-use crate::line::{Place, Turn};
-use crate::options::{self, SessionConfig};
-use crate::outcome::GiveUp;
-use crate::reply::SharedCaller;
-use crate::script_shape::OwnCommands;
-use crate::value::Value;
-use crate::watchdog::{self, ExecTicket};
-use crate::word_hash::IdMap;
-use crate::{runtime, warm};
+use crate::config::cache::DecodedConfig;
+use crate::config::SessionConfig;
+use crate::result::GiveUp;
+use crate::run::interrupt::Interrupt;
+use crate::run::reply::SharedCaller;
+use crate::run::shape::OwnCommands;
+use crate::run::watchdog::{self, ExecTicket};
+use crate::session::line::{Place, Turn};
+use crate::term::value::Value;
+use crate::term::word_hash::IdMap;
+use crate::{run::runtime, run::warm};
 
 mod cost;
 mod exec;
+pub(crate) mod fs;
+pub(crate) mod lifecycle;
+pub(crate) mod line;
+pub(crate) mod mounts;
 mod one_shot;
 mod reset;
 mod resource;
+pub(crate) mod snapshot;
 mod state;
+pub(crate) mod tar;
+pub(crate) mod trash;
 
 pub use exec::{exec, ExecCallOptions};
 pub use one_shot::{exec_once_job, once_quick_fits};
@@ -78,8 +85,8 @@ pub struct Session {
     /// `reset`.
     fs: RwLock<Arc<dyn FileSystem>>,
     /// The session's own layer below the system layer and mounts (see
-    /// `options::Layer`). Replaced by `reset`.
-    layer: RwLock<options::Layer>,
+    /// `crate::config::Layer`). Replaced by `reset`.
+    layer: RwLock<crate::config::Layer>,
     /// The running exec's cancellation state, for `cancel/1`.
     current: Mutex<Option<Arc<ExecTicket>>>,
     /// Every submitted exec not yet ended, by id: `cancel_exec`.
@@ -93,21 +100,21 @@ pub struct Session {
     /// What `new/1` asked for, to rebuild on `reset`.
     config: Arc<SessionConfig>,
     /// The configuration with its term, when it is built from memory alone
-    /// (`warm.rs`): `reset` then takes an interpreter built in advance.
-    /// Shared with `config_cache.rs`, which hands out one decoding per
+    /// (`run/warm.rs`): `reset` then takes an interpreter built in advance.
+    /// Shared with `config/cache.rs`, which hands out one decoding per
     /// term it remembers: the term is a few KiB.
     warm: Option<Arc<DecodedConfig>>,
     /// The host mounts in place now: `new/1`'s, plus and minus the runtime
-    /// ones (see `runtime_mounts.rs`). Changed only under the interpreter
+    /// ones (see `session/mounts.rs`). Changed only under the interpreter
     /// lock.
-    pub host_mounts: Mutex<Vec<options::MountSpec>>,
+    pub host_mounts: Mutex<Vec<crate::config::MountSpec>>,
     /// No script of this session defined code (a function, alias or trap)
     /// or ran something that could, and it was not restored from a
-    /// snapshot: its short scripts may run buffered (`script_shape.rs`).
+    /// snapshot: its short scripts may run buffered (`run/shape.rs`).
     /// Cleared under the interpreter lock; `reset` sets it again.
     plain: AtomicBool,
     /// What one command of this session's last exec cost, in nanoseconds,
-    /// when that exec was a quick script (`script_shape.rs`); 0 when
+    /// when that exec was a quick script (`run/shape.rs`); 0 when
     /// unknown. Any other exec or a restore makes it unknown: they may have
     /// grown the state the cost depends on; a reset sets it to
     /// `fresh_cost_ns`. Read by [`Session::quick_fits`].
@@ -125,7 +132,7 @@ pub struct Session {
     /// yet): see [`LOOP_INLINE_WALL_US`].
     last_loop_wall_us: AtomicU64,
     /// A script that may give variables attributes ran on it
-    /// (`script_shape::SETS_ATTRIBUTES`): its loops stay off the caller's
+    /// (`crate::run::shape::SETS_ATTRIBUTES`): its loops stay off the caller's
     /// scheduler. Cleared by `reset`.
     attributes_set: AtomicBool,
     /// Its custom builtins, which its scripts' shapes count as builtins.
@@ -146,7 +153,7 @@ impl Session {
     ///
     /// `decoded.key` is the configuration as Elixir sent it: a
     /// configuration built from memory alone may get an interpreter built
-    /// in advance (`warm.rs`).
+    /// in advance (`run/warm.rs`).
     pub fn new(decoded: &Arc<DecodedConfig>) -> Result<Arc<Self>, String> {
         let config = Arc::clone(&decoded.config);
         let eligible = warm::eligible(&config);
@@ -155,11 +162,12 @@ impl Session {
             (built.bash, built.layer, built.interrupt, None)
         } else {
             let interrupt = Interrupt::new();
-            let channel = options::callback_channel(&config, &interrupt);
-            let layer = options::Layer::new(&config);
-            let bash = options::build_bash_on(&config, channel.as_ref(), Some(&interrupt), &layer)?;
-            if options::needs_prepare(&config) {
-                runtime::block_on(options::prepare(&bash, &config, channel.as_ref()))?;
+            let channel = crate::config::callback_channel(&config, &interrupt);
+            let layer = crate::config::Layer::new(&config);
+            let bash =
+                crate::config::build_bash_on(&config, channel.as_ref(), Some(&interrupt), &layer)?;
+            if crate::config::needs_prepare(&config) {
+                runtime::block_on(crate::config::prepare(&bash, &config, channel.as_ref()))?;
             }
             (bash, layer, interrupt, channel)
         };
@@ -213,7 +221,7 @@ impl Session {
     }
 
     /// The session's own filesystem layer (no system layer, no mounts).
-    pub fn layer(&self) -> options::Layer {
+    pub fn layer(&self) -> crate::config::Layer {
         self.layer.read().clone()
     }
 
@@ -274,7 +282,7 @@ impl Session {
         }
     }
 
-    /// Record call `id` (an exec, or a lifecycle call: `lifecycle.rs`) so
+    /// Record call `id` (an exec, or a lifecycle call: `session/lifecycle.rs`) so
     /// that `cancel_exec` reaches it, and put it in line for the
     /// interpreter behind the calls submitted before it.
     pub(crate) fn register_call(&self, id: u64, ticket: &Arc<ExecTicket>) -> Place {
@@ -366,7 +374,7 @@ fn plain_when_built(config: &SessionConfig) -> bool {
 }
 
 /// A session of the default configuration, as if Elixir had sent it as
-/// the term `key` (its interpreter may come from the shelf, `warm.rs`).
+/// the term `key` (its interpreter may come from the shelf, `run/warm.rs`).
 #[cfg(test)]
 fn test_session(key: &[u8]) -> Arc<Session> {
     let config = Arc::new(SessionConfig::default());

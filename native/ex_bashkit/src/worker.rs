@@ -5,7 +5,7 @@
 //!
 //! # Frames
 //! Each frame is a 4-byte big-endian length and a term in the external term
-//! format (`etf.rs`); the VM side is an Erlang port opened with
+//! format (`term/etf.rs`); the VM side is an Erlang port opened with
 //! `{:packet, 4}` by `ExBashkit.Worker`. Requests (VM → worker), `id` being
 //! the VM's integer id for the request and `sid` a session id the VM chose:
 //!
@@ -41,11 +41,11 @@
 //! the image finds it (or fails saying it is not loaded).
 //!
 //! Every message back is `{tag, id, payload}` with the tags and payloads of
-//! the NIF transport (`reply.rs`): `ExBashkit.Worker` only swaps `id` for
+//! the NIF transport (`run/reply.rs`): `ExBashkit.Worker` only swaps `id` for
 //! the caller's reference and forwards it, so the code waiting for an
 //! answer is the same in both modes. An exec's id is also its exec id
 //! (`cancel_exec`), and so is the id of a lifecycle call (`state`, `reset`,
-//! `snapshot`, `restore`: `lifecycle.rs`), whose `call` is `%{timeout_ms:
+//! `snapshot`, `restore`: `session/lifecycle.rs`), whose `call` is `%{timeout_ms:
 //! ms | nil}`.
 //!
 //! # Confinement
@@ -55,25 +55,27 @@
 //! and applies the address-space and CPU-time limits it was started with
 //! (`--max-memory`, `--max-cpu-seconds`).
 
+pub(crate) mod frame_input;
+pub(crate) mod remote;
+
 use std::io::{self, Read};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use crate::callbacks::{self, Answer};
-use crate::config_cache;
-use crate::frame_input::FrameInput;
-use crate::lifecycle::{Op, OpCallOptions};
-use crate::options::MountSpec;
-use crate::reply::{Caller, FrameWriter, ReplyTo};
-use crate::runtime::{self, RuntimeConfig};
+use crate::config::MountSpec;
+use crate::run::reply::{Caller, FrameWriter, ReplyTo};
+use crate::run::runtime::{self, RuntimeConfig};
+use crate::run::watchdog::ExecTicket;
+use crate::search;
+use crate::session::lifecycle::{Op, OpCallOptions};
+use crate::session::snapshot::{self, SnapshotRequest};
 use crate::session::{self, ExecCallOptions, Session};
-use crate::snapshot::{self, SnapshotRequest};
-use crate::value::{Bytes, FromValue, Value};
-use crate::watchdog::ExecTicket;
-use crate::word_hash::IdMap;
-use crate::{etf, fs_api, outcome, warm};
-use crate::{runtime_mounts, search};
+use crate::term::value::{Bytes, FromValue, Value};
+use crate::term::word_hash::IdMap;
+use crate::worker::frame_input::FrameInput;
+use crate::{run::warm, term::etf};
 
 /// Frames larger than this are refused (a snapshot or file of a session is
 /// bounded well below it by the session's own limits).
@@ -131,7 +133,7 @@ pub fn main() -> i32 {
     let settings = parse_args(std::env::args().skip(1));
     confine(&settings);
     runtime::configure(settings.runtime);
-    crate::guard::install_panic_hook();
+    crate::run::guard::install_panic_hook();
 
     let frames = FrameWriter::new(unbuffered_stdout());
     let sessions: Sessions = Arc::new(Mutex::new(IdMap::default()));
@@ -199,10 +201,10 @@ fn handle(request: Value, sessions: &Sessions, frames: &Arc<FrameWriter>) {
     match tag {
         "drop" => {
             if let Ok(sid) = arg::<u64>(items, 1) {
-                // Torn down on a runner, not on this thread (`teardown.rs`).
+                // Torn down on a runner, not on this thread (`run/teardown.rs`).
                 let removed = sessions.lock().remove(&sid);
                 if let Some(session) = removed {
-                    crate::teardown::later(session);
+                    crate::run::teardown::later(session);
                 }
             }
             return;
@@ -277,7 +279,7 @@ fn dispatch(
 ) -> Result<(), String> {
     if tag == "new" {
         let sid: u64 = arg(items, 2)?;
-        let decoded = config_cache::decode_value(items.get(3).ok_or("missing config")?)?;
+        let decoded = crate::config::cache::decode_value(items.get(3).ok_or("missing config")?)?;
         // Built on the reading thread, so that requests for this session
         // that follow it (a rebuild after a crash sends them back to back)
         // find it. Building takes tens of microseconds, or as long as its
@@ -314,7 +316,7 @@ fn dispatch(
                 .and_then(std::sync::Weak::upgrade)
                 .and_then(|ticket| ticket.give_up().map(Ok)),
         };
-        answer(id, frames, outcome::give_up_value(given_up));
+        answer(id, frames, crate::result::give_up_value(given_up));
         return Ok(());
     }
     if tag == "running_scripts" {
@@ -322,7 +324,7 @@ fn dispatch(
         return Ok(());
     }
     if tag == "exec_once" {
-        let decoded = config_cache::decode_value(items.get(2).ok_or("missing config")?)?;
+        let decoded = crate::config::cache::decode_value(items.get(2).ok_or("missing config")?)?;
         let script: String = arg(items, 3)?;
         // A quick script runs right here when an interpreter is ready.
         let prebuilt = session::once_quick_fits(&script)
@@ -396,20 +398,21 @@ fn dispatch(
         }
         "mount" => {
             let spec = MountSpec::from_value(items.get(3).ok_or("missing mount")?)?;
-            runtime_mounts::mount(session, spec, reply);
+            crate::session::mounts::mount(session, spec, reply);
         }
-        "unmount" => runtime_mounts::unmount(session, arg(items, 3)?, reply),
-        "describe" => reply.finish(&runtime_mounts::describe(&session)),
+        "unmount" => crate::session::mounts::unmount(session, arg(items, 3)?, reply),
+        "describe" => reply.finish(&crate::session::mounts::describe(&session)),
         "export_tar" => {
-            let request =
-                crate::export::ExportRequest::from_value(items.get(3).ok_or("missing request")?)?;
-            crate::export::export_tar(session, request, reply);
+            let request = crate::session::tar::ExportRequest::from_value(
+                items.get(3).ok_or("missing request")?,
+            )?;
+            crate::session::tar::export_tar(session, request, reply);
         }
         "fs" => {
             let request = items.get(3).cloned().ok_or("missing request")?;
             runtime::spawn_blocking(move || {
                 let trash = session.config().soft_delete.as_deref();
-                reply.finish(&fs_api::call(&session.fs(), trash, &request))
+                reply.finish(&crate::session::fs::call(&session.fs(), trash, &request))
             });
         }
         other => reply.finish(&Value::error(format!("unknown request {other}"))),

@@ -3,8 +3,8 @@
 //! Everything but the entry point lives in the library (`worker.rs`).
 
 // The library links the NIF glue, whose `enif_*` symbols only a running
-// BEAM provides; the worker never calls them (see `enif_stubs.rs`).
-#[path = "../enif_stubs.rs"]
+// BEAM provides; the worker never calls them (see `nif/enif_stubs.rs`).
+#[path = "../nif/enif_stubs.rs"]
 mod enif_stubs;
 
 fn main() {

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use bashkit::Bash;
 
-use crate::outcome::Metrics;
-use crate::script_shape::{self, ScriptShape};
+use crate::result::Metrics;
+use crate::run::shape::ScriptShape;
 
 use super::{ExecCallOptions, Session};
 
@@ -50,7 +50,7 @@ const COMMANDS_BETWEEN_YIELDS: u64 = 64;
 /// before its first yield, at `cost_ns` each (0: unknown), fit
 /// [`STEPS_BUDGET_NS`]. Polled on a normal scheduler, it leaves at a later
 /// yield when the next stretch, at what the last one took, would hold the
-/// scheduler past 700 µs (`runner.rs`): so only its first stretch is
+/// scheduler past 700 µs (`run/runner.rs`): so only its first stretch is
 /// estimated here.
 fn steps_fit_budget(shape: ScriptShape, cost_ns: u64) -> bool {
     cost_ns != 0
@@ -78,7 +78,7 @@ const STEPS_BUDGET_NS: u64 = 500_000;
 
 impl Session {
     /// Whether `script` may run on a normal scheduler: it is quick (its
-    /// work is bounded by its text, `script_shape.rs`), the session is plain
+    /// work is bounded by its text, `run/shape.rs`), the session is plain
     /// and mounts no host directory (a host filesystem can block), and its
     /// commands at what this session's last quick exec paid per command fit
     /// [`QUICK_BUDGET_NS`]. bashkit's per-command cost grows with the
@@ -91,7 +91,7 @@ impl Session {
     /// steps fits too when 64 of its commands at that cost fit
     /// [`STEPS_BUDGET_NS`], the session's last such loop was short
     /// ([`LOOP_INLINE_WALL_US`]) and no script gave its variables
-    /// attributes: it runs there for a time slice at most (`runner.rs`).
+    /// attributes: it runs there for a time slice at most (`run/runner.rs`).
     pub fn quick_fits(&self, script: &str, poller: InlinePoller) -> bool {
         if script.len() > QUICK_SCRIPT_BYTES || !self.plain.load(Ordering::Relaxed) {
             return false;
@@ -100,7 +100,7 @@ impl Session {
         if cost == 0 || !self.host_mounts.lock().is_empty() {
             return false;
         }
-        let shape = script_shape::of(script, &self.own_commands);
+        let shape = crate::run::shape::of(script, &self.own_commands);
         let loops = poller == InlinePoller::NormalScheduler
             && !self.attributes_set.load(Ordering::Relaxed)
             && self.last_loop_wall_us.load(Ordering::Relaxed) <= LOOP_INLINE_WALL_US;
@@ -182,18 +182,18 @@ impl Metering {
 mod tests {
     use std::sync::Arc;
 
-    use crate::outcome::ExecOutcome;
-    use crate::reply::{Caller, ReplyTo};
-    use crate::script_shape::OwnCommands;
-    use crate::value::Bytes;
-    use crate::watchdog::ExecTicket;
+    use crate::result::ExecOutcome;
+    use crate::run::reply::{Caller, ReplyTo};
+    use crate::run::shape::OwnCommands;
+    use crate::run::watchdog::ExecTicket;
+    use crate::term::value::Bytes;
 
     use super::super::{exec, test_session};
     use super::InlinePoller::{FrameReader, NormalScheduler};
     use super::*;
 
     fn run(session: &Arc<Session>, script: &str) -> ExecOutcome {
-        let frames = crate::reply::FrameWriter::new(Box::new(std::io::sink()));
+        let frames = crate::run::reply::FrameWriter::new(Box::new(std::io::sink()));
         let reply = ReplyTo::new(Caller::Port { id: 1, frames });
         let call = ExecCallOptions::default();
         exec(
@@ -226,7 +226,7 @@ mod tests {
 
     #[test]
     fn a_quick_script_fits_its_budget_only_at_a_known_cost() {
-        let shape = |script| script_shape::of(script, &OwnCommands::NONE);
+        let shape = |script| crate::run::shape::of(script, &OwnCommands::NONE);
         assert!(fits_budget(shape("echo hi"), 1));
         assert!(
             !fits_budget(shape("echo hi"), 0),
@@ -243,7 +243,7 @@ mod tests {
             commands: 1,
             wall_time_us,
         };
-        let quick = Some(script_shape::of("echo hi", &OwnCommands::NONE));
+        let quick = Some(crate::run::shape::of("echo hi", &OwnCommands::NONE));
         // Nothing measured yet.
         assert!(!session.quick_fits("echo hi", FrameReader));
         session.note_cost(quick, &measured(20), Duration::ZERO);
@@ -303,7 +303,7 @@ mod tests {
             commands,
             wall_time_us,
         };
-        let looped = Some(script_shape::of(looping, &OwnCommands::NONE));
+        let looped = Some(crate::run::shape::of(looping, &OwnCommands::NONE));
         let per_command = STEPS_BUDGET_NS / COMMANDS_BETWEEN_YIELDS / 1000;
         session.note_cost(looped, &measured(1, per_command), Duration::ZERO);
         assert!(session.quick_fits(looping, NormalScheduler));

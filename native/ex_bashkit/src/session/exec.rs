@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 
 use bashkit::{Bash, ExecOptions, ExecResult};
 
-use crate::changes;
-use crate::outcome::{ExecOutcome, Partial, SharedPartial};
-use crate::reply::{Payload, ReplyTo, SharedCaller};
-use crate::script_shape::{self, ScriptShape};
-use crate::value::{Bytes, Value};
-use crate::watchdog::{self, ExecTicket};
-use crate::{from_map, guard, runtime};
+use crate::fs::changes;
+use crate::result::{ExecOutcome, Partial, SharedPartial};
+use crate::run::reply::{Payload, ReplyTo, SharedCaller};
+use crate::run::shape::ScriptShape;
+use crate::run::watchdog::{self, ExecTicket};
+use crate::term::value::{Bytes, Value};
+use crate::{from_map, run::guard, run::runtime};
 
 use super::cost::{InlinePoller, Metering};
 use super::Session;
@@ -32,7 +32,7 @@ impl Session {
         if !self.plain.load(Ordering::Relaxed) {
             return (RunMode::Live, None);
         }
-        let shape = script_shape::of(script, &self.own_commands);
+        let shape = crate::run::shape::of(script, &self.own_commands);
         if !shape.keeps_session_plain {
             self.forget_plain();
         }
@@ -110,7 +110,7 @@ pub(super) enum RunMode<'a> {
     Live,
     /// Buffered execution with a per-command output callback (what was
     /// written so far is kept for a failed exec's answer). It never yields:
-    /// only for short scripts (`script_shape.rs`), which would not yield
+    /// only for short scripts (`run/shape.rs`), which would not yield
     /// live either, and costs less than live execution.
     Buffered,
     /// Buffered, each command's output also sent to the caller as it comes
@@ -132,7 +132,7 @@ impl RunMode<'static> {
 
 /// Run `script` the way `mode` says.
 ///
-/// Live, it yields every 64 commands, which lets the runner (`runner.rs`)
+/// Live, it yields every 64 commands, which lets the runner (`run/runner.rs`)
 /// move a long script off the submitting thread and share runner threads
 /// fairly. Its output is collected by our own sinks into `partial` rather
 /// than by bashkit's `capture`, which would allocate (and reserve from the
@@ -196,7 +196,7 @@ async fn sink(partial: &SharedPartial, bytes: Vec<u8>, stderr: bool) -> bashkit:
 }
 
 /// Run `script` on `session` as exec `exec_id`. Returns the outcome when it
-/// completed on the calling thread (the inline fast path, `runner.rs`):
+/// completed on the calling thread (the inline fast path, `run/runner.rs`):
 /// `reply` is then left unanswered for the caller to answer its own way.
 /// Otherwise `before_park` runs on this thread, the exec goes on on the
 /// runner pool, and `reply` gets the outcome. `on_end` runs once the exec
@@ -233,7 +233,7 @@ pub fn exec(
                 && session.alone_in_flight(exec_id));
     // A command that may run for long without yielding gets a thread of
     // its own (`runner::drive_on_own_thread`).
-    let own_thread = script_shape::names_long_command(&script);
+    let own_thread = crate::run::shape::names_long_command(&script);
     let work = Box::pin(async move {
         let outcome = guard::catch_future(async {
             // A deadline or cancel that comes while the exec still waits for
@@ -305,10 +305,10 @@ pub fn exec(
     });
     let finish = |outcome: ExecOutcome, reply: ReplyTo| reply.finish(&outcome);
     if own_thread {
-        crate::runner::drive_on_own_thread(work, reply, before_park, finish);
+        crate::run::runner::drive_on_own_thread(work, reply, before_park, finish);
         return None;
     }
-    crate::runner::drive(work, inline, reply, before_park, finish)
+    crate::run::runner::drive(work, inline, reply, before_park, finish)
 }
 
 #[cfg(test)]

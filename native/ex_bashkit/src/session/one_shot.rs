@@ -1,5 +1,5 @@
 //! `ExBashkit.exec/1`: a script on a fresh default interpreter, taken from
-//! the interpreters built in advance (`warm.rs`) or built for it, and
+//! the interpreters built in advance (`run/warm.rs`) or built for it, and
 //! dropped once the answer is out.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,16 +9,16 @@ use bashkit::{Bash, ExecOptions};
 use parking_lot::Mutex;
 use rustler::{Encoder, Env, LocalPid, Monitor, ResourceArc, Term};
 
-use crate::config_cache::{self, DecodedConfig};
-use crate::error::NifResult;
-use crate::outcome::{self, ExecOutcome, Partial};
-use crate::reply::{Caller, Payload, ReplyTo};
-use crate::runner;
-use crate::script_shape::{self, OwnCommands};
-use crate::teardown;
-use crate::value::Value;
-use crate::watchdog::ExecTicket;
-use crate::{dirty, guard, runtime, warm};
+use crate::config::cache::DecodedConfig;
+use crate::nif::error::NifResult;
+use crate::result::{ExecOutcome, Partial};
+use crate::run::reply::{Caller, Payload, ReplyTo};
+use crate::run::runner;
+use crate::run::shape::OwnCommands;
+use crate::run::teardown;
+use crate::run::watchdog::ExecTicket;
+use crate::term::value::Value;
+use crate::{nif::dirty, run::guard, run::runtime, run::warm};
 
 use super::cost::{fits_budget, Metering, QUICK_SCRIPT_BYTES};
 use super::exec::{run_script, RunMode};
@@ -47,7 +47,7 @@ pub fn exec_once_job(
 ) -> Option<ExecOutcome> {
     let inline = !runtime::in_worker() || prebuilt.is_some();
     // As in `exec`: a command that may run for long gets a thread of its own.
-    let own_thread = script_shape::names_long_command(&script);
+    let own_thread = crate::run::shape::names_long_command(&script);
     let partial = Partial::shared();
     ticket.attach(&partial, &reply.caller());
     let work = Box::pin(async move {
@@ -62,7 +62,7 @@ pub fn exec_once_job(
                     let bash = used.insert(built.bash);
                     ticket.start(bash.cancellation_token(), built.interrupt);
                     // A fresh default interpreter holds no code of its own.
-                    let shape = script_shape::of(&script, &OwnCommands::NONE);
+                    let shape = crate::run::shape::of(&script, &OwnCommands::NONE);
                     let metering = Metering::start(bash);
                     let result = run_script(
                         bash,
@@ -94,10 +94,10 @@ pub fn exec_once_job(
         drop(used);
     };
     if own_thread {
-        crate::runner::drive_on_own_thread(work, reply, before_park, finish);
+        crate::run::runner::drive_on_own_thread(work, reply, before_park, finish);
         return None;
     }
-    let done = crate::runner::drive(work, inline, reply, before_park, finish);
+    let done = crate::run::runner::drive(work, inline, reply, before_park, finish);
     done.map(|(outcome, used)| {
         // Dropped off the caller's path.
         if let Some(bash) = used {
@@ -157,7 +157,7 @@ crate::dirty_entry!(exec_once_dirty, |env, args| {
         return Err(rustler::Error::BadArg);
     };
     let (script, pid) = (script.decode()?, pid.decode()?);
-    let answer = config_cache::decode(*config)
+    let answer = crate::config::cache::decode(*config)
         .and_then(|decoded| once_answer(env, decoded, None, script, pid, *reference));
     Ok(answer.encode(env))
 });
@@ -172,7 +172,7 @@ fn once_runs_here(config: Term, script: Term) -> Option<(Arc<DecodedConfig>, war
     if !once_quick_fits(quick_text(script)?) {
         return None;
     }
-    let decoded = config_cache::recall(config)?;
+    let decoded = crate::config::cache::recall(config)?;
     let prebuilt = warm::take_ready(&decoded.key, &decoded.config)?;
     Some((decoded, prebuilt))
 }
@@ -185,7 +185,7 @@ pub fn once_quick_fits(script: &str) -> bool {
     // The length first: a long script is not even read.
     script.len() <= QUICK_SCRIPT_BYTES
         && fits_budget(
-            script_shape::of(script, &OwnCommands::NONE),
+            crate::run::shape::of(script, &OwnCommands::NONE),
             ONCE_QUICK_COST_NS.load(Ordering::Relaxed),
         )
 }
@@ -237,12 +237,12 @@ fn once_answer<'a>(
 /// for a turn: `{stdout, stderr}`, or `nil` if it has ended.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn exec_once_give_up(env: Env, tracker: ResourceArc<OneShotResource>) -> Term {
-    outcome::give_up_value(tracker.ticket.give_up().map(Ok)).to_term(env)
+    crate::result::give_up_value(tracker.ticket.give_up().map(Ok)).to_term(env)
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::options::SessionConfig;
+    use crate::config::SessionConfig;
 
     use super::*;
 
@@ -252,7 +252,7 @@ mod tests {
             key: Value::bin(b"one-shot tests"),
             config: Arc::new(SessionConfig::default()),
         });
-        let frames = crate::reply::FrameWriter::new(Box::new(std::io::sink()));
+        let frames = crate::run::reply::FrameWriter::new(Box::new(std::io::sink()));
         let reply = ReplyTo::new(Caller::Port { id: 1, frames });
         let ticket = ExecTicket::new();
         exec_once_job(decoded, None, "echo hi".into(), ticket, reply, None, || {})

@@ -7,14 +7,13 @@ use std::sync::Arc;
 use bashkit::Bash;
 use rustler::{Encoder, Env, LocalPid, Term};
 
-use crate::error::NifResult;
-use crate::lifecycle::Op;
-use crate::options;
-use crate::reply::{Caller, ReplyTo};
-use crate::runner;
-use crate::teardown;
-use crate::value::Value;
-use crate::{dirty, guard, runtime, warm};
+use crate::nif::error::NifResult;
+use crate::run::reply::{Caller, ReplyTo};
+use crate::run::runner;
+use crate::run::teardown;
+use crate::session::lifecycle::Op;
+use crate::term::value::Value;
+use crate::{nif::dirty, run::guard, run::runtime, run::warm};
 
 use super::resource::{done, op_for, Handle};
 use super::{plain_when_built, Session};
@@ -47,7 +46,7 @@ pub fn reset(op: Op, reply: ReplyTo) -> Option<Value> {
 }
 
 /// The work of `reset/1`: `:ok` or `{:error, message}`. The interpreter it
-/// replaces is dropped off this thread (`teardown.rs`): it may be large.
+/// replaces is dropped off this thread (`run/teardown.rs`): it may be large.
 async fn reset_work(op: Op) -> Value {
     let outcome = guard::catch_future(async {
         let session = Arc::clone(op.session());
@@ -88,14 +87,14 @@ impl Session {
                 // normal scheduler.
                 runner::leave_inline().await;
                 let interrupt = self.interrupt();
-                let layer = options::Layer::new(config);
-                let fresh = options::build_bash_on(
+                let layer = crate::config::Layer::new(config);
+                let fresh = crate::config::build_bash_on(
                     config,
                     self.channel.as_ref(),
                     Some(&interrupt),
                     &layer,
                 )?;
-                options::prepare_reset(&fresh, config, self.channel.as_ref()).await?;
+                crate::config::prepare_reset(&fresh, config, self.channel.as_ref()).await?;
                 (fresh, layer, interrupt)
             }
         };
@@ -153,8 +152,8 @@ fn session_reset<'a>(
 mod tests {
     use std::time::Duration;
 
-    use crate::outcome::Metrics;
-    use crate::script_shape::{self, OwnCommands};
+    use crate::result::Metrics;
+    use crate::run::shape::OwnCommands;
 
     use super::super::test_session;
     use super::*;
@@ -165,7 +164,7 @@ mod tests {
             commands: 1,
             wall_time_us,
         };
-        let quick = Some(script_shape::of("echo hi", &OwnCommands::NONE));
+        let quick = Some(crate::run::shape::of("echo hi", &OwnCommands::NONE));
         let cost = |s: &Session| s.quick_cost_ns.load(Ordering::Relaxed);
         let session = test_session(b"reset cost");
         // Unknown until measured; the first exec's cost is the fresh one.

@@ -7,14 +7,12 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use rustler::{Binary, Encoder, Env, LocalPid, Monitor, ResourceArc, Term};
 
-use crate::config_cache;
-use crate::dirty;
-use crate::error::NifResult;
-use crate::lifecycle::{Op, OpCallOptions};
-use crate::outcome;
-use crate::reply::{self, Caller, Payload, ReplyTo};
-use crate::runner;
-use crate::teardown::DropLater;
+use crate::nif::dirty;
+use crate::nif::error::NifResult;
+use crate::run::reply::{self, Caller, Payload, ReplyTo};
+use crate::run::runner;
+use crate::run::teardown::DropLater;
+use crate::session::lifecycle::{Op, OpCallOptions};
 
 use super::cost::{InlinePoller, QUICK_SCRIPT_BYTES};
 use super::exec::{exec, ExecCallOptions};
@@ -25,7 +23,7 @@ use super::{live_sessions, next_exec_id, Session};
 /// those calls.
 pub struct SessionResource {
     /// Dropped on a runner: the VM drops a resource on a normal scheduler,
-    /// and a session's teardown takes as long as it is big (`teardown.rs`).
+    /// and a session's teardown takes as long as it is big (`run/teardown.rs`).
     pub session: DropLater<Arc<Session>>,
     callers: Mutex<Vec<WatchedCaller>>,
 }
@@ -119,9 +117,9 @@ fn unwatch_caller(handle: &Handle, id: u64) -> impl FnOnce() + Send + 'static {
 }
 
 /// A session for the configuration term `config` (decoded once per term:
-/// `config_cache.rs`).
+/// `config/cache.rs`).
 fn new_handle(config: Term) -> NifResult<Handle> {
-    let decoded = config_cache::decode(config)?;
+    let decoded = crate::config::cache::decode(config)?;
     Ok(ResourceArc::new(SessionResource {
         session: DropLater::new(Session::new(&decoded)?),
         callers: Mutex::new(Vec::new()),
@@ -148,7 +146,7 @@ fn session_new_inline(env: Env, config: Term) -> NifResult<Handle> {
 
 /// Run `script`: where it was called when it is quick and fits
 /// (`runs_here`), else on a dirty CPU scheduler; there it is polled first
-/// (`runner.rs`), so a short script answers as the NIF's return value,
+/// (`run/runner.rs`), so a short script answers as the NIF's return value,
 /// `{:done, id, outcome}`.
 /// A script that waits or runs past its slice goes on on the runner pool and
 /// the call returns `{:ok, id}`; the answer then arrives as
@@ -296,11 +294,11 @@ fn session_cancel_exec(handle: Handle, id: u64) -> bool {
 /// have ended and has not (a command that does not check its token, past
 /// its deadline): see [`Session::give_up_if_overdue`]. Answers
 /// `{stdout, stderr}`, `{:running, ms | nil}` or `nil`
-/// ([`outcome::give_up_value`]). On a dirty scheduler: the output so far
+/// ([`crate::result::give_up_value`]). On a dirty scheduler: the output so far
 /// may be large.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn session_give_up_exec(env: Env, handle: Handle, id: u64) -> Term {
-    outcome::give_up_value(handle.session.give_up_if_overdue(id)).to_term(env)
+    crate::result::give_up_value(handle.session.give_up_if_overdue(id)).to_term(env)
 }
 
 /// Lifecycle call `name` on `handle` for `pid`, its options decoded from

@@ -5,11 +5,11 @@ use std::collections::HashMap;
 
 use rustler::{Env, LocalPid, Term};
 
-use crate::error::NifResult;
-use crate::lifecycle::Op;
-use crate::reply::{Caller, Payload, ReplyTo};
-use crate::value::Value;
-use crate::{guard, runtime};
+use crate::nif::error::NifResult;
+use crate::run::reply::{Caller, Payload, ReplyTo};
+use crate::session::lifecycle::Op;
+use crate::term::value::Value;
+use crate::{run::guard, run::runtime};
 
 use super::resource::{op_for, Handle};
 

@@ -47,10 +47,27 @@ defmodule ExBashkit.Test.Cluster do
     unless Node.alive?() do
       epmd = System.find_executable("epmd") || raise "epmd not found: cannot start distribution"
       {_, 0} = System.cmd(epmd, ["-daemon"], stderr_to_stdout: true)
-      name = :"ex_bashkit_test_#{System.unique_integer([:positive])}@127.0.0.1"
+      # `epmd -daemon` returns before epmd listens: on a cold machine the
+      # first `net_kernel` start met `econnrefused`.
+      wait_for_epmd!(epmd, 100)
+      # The OS pid keeps two suites on one machine (two checkouts) apart.
+      name = :"ex_bashkit_test_#{System.pid()}@127.0.0.1"
       {:ok, _} = :net_kernel.start([name, :longnames])
     end
 
     :ok
+  end
+
+  defp wait_for_epmd!(_epmd, 0), do: raise("epmd did not start listening")
+
+  defp wait_for_epmd!(epmd, tries) do
+    case System.cmd(epmd, ["-names"], stderr_to_stdout: true) do
+      {_, 0} ->
+        :ok
+
+      _ ->
+        Process.sleep(50)
+        wait_for_epmd!(epmd, tries - 1)
+    end
   end
 end

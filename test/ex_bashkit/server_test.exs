@@ -198,7 +198,7 @@ defmodule ExBashkit.ServerTest do
     test "cancel/1 stops the running script, answered while it runs" do
       # Every limit the loop could reach raised: under the default 10 000
       # commands it ended by itself within tens of milliseconds, sometimes
-      # before cancel/1 saw it running (process mode, 2026-11-28 20:46).
+      # before cancel/1 saw it running (seen in process mode).
       {:ok, pid} =
         Server.start_link(
           limits: [
@@ -210,7 +210,7 @@ defmodule ExBashkit.ServerTest do
 
       task = Task.async(fn -> Server.exec(pid, "while true; do :; done") end)
 
-      # This once failed (process mode, 2026-11-27): cancel/1 never saw the
+      # This once failed in process mode: cancel/1 never saw the
       # loop running. If the exec ended on its own, say how.
       assert eventually(fn -> Server.cancel(pid) == :ok end, 10_000, fn ->
                case Task.yield(task, 0) do

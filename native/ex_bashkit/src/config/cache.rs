@@ -4,7 +4,7 @@
 //! of some fifty keys, on every call, and `Session.new/1` one per session.
 //! Decoding it copies out about a hundred atom names into a `Value` tree
 //! and builds the `SessionConfig` from that: 9 % of the dirty scheduler's
-//! time in a loop of `ExBashkit.exec("echo hi")` (`perf`, 2026-11-26). The
+//! time in a loop of `ExBashkit.exec("echo hi")` (`perf`). The
 //! default configuration is one persistent term on the Elixir side, so the
 //! same term comes again and again: the last few configurations are kept
 //! with a copy of their term, and a term identical to one of them (the

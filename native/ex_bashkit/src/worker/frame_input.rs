@@ -5,8 +5,8 @@
 //! A thread asleep in `read` is woken by the kernel when the VM writes, and
 //! a worker pays that wake-up on every exec, before the script starts, and
 //! on every back-call answer. On some hosts it is dear: virtual machines
-//! whose idle vCPUs halt take 30 µs or more per wake-up. On the 2-core
-//! machine of 2026-11-28 a pipe ping-pong between two processes took
+//! whose idle vCPUs halt take 30 µs or more per wake-up. On a 2-core
+//! machine a pipe ping-pong between two processes took
 //! 61–77 µs a round trip, and a worker `Session.exec("echo hi")` took
 //! about 100–140 µs with the reader sleeping at once, 45–75 µs with this,
 //! for no more CPU per exec (bench/analysis.md). The VM's schedulers spin

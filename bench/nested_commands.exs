@@ -1,5 +1,5 @@
 # The cost of running one of bashkit's commands in a nested interpreter
-# (native/ex_bashkit/src/nested.rs): `bunzip2 -c` (wrapped) against
+# (native/ex_bashkit/src/commands/nested.rs): `bunzip2 -c` (wrapped) against
 # `bzcat` (bashkit's own, not wrapped) on the same small file, the same
 # work but for the nested interpreter. Run: mix run bench/nested_commands.exs
 alias ExBashkit.Session

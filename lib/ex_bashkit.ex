@@ -80,7 +80,7 @@ defmodule ExBashkit do
 
   # A one-shot exec on an interpreter of its own, built for `config` (a
   # session configuration's native map): in advance when the configuration
-  # is asked for often (`native/ex_bashkit/src/warm.rs`). It is answered
+  # is asked for often (`native/ex_bashkit/src/run/warm.rs`). It is answered
   # by the interpreter's deadline at the latest (plus a slack): by the
   # worker's owner, or in the node by this process (`Backend.give_up/4`).
   defp once(script, config) do

@@ -113,7 +113,7 @@ defmodule Bench.Cases do
       end),
       # One call a millisecond, as a caller that makes sessions while it
       # does other work: the interpreters built in advance keep up
-      # (native/ex_bashkit/src/warm.rs). Beside the bare NIF's build at the
+      # (native/ex_bashkit/src/run/warm.rs). Beside the bare NIF's build at the
       # same pace, since a call after a pause starts with cold caches on
       # this VM (bench/analysis.md, 2026-11-27 13:35).
       paced("ours/session_new.paced", quick?, &Session.new/0)

@@ -332,7 +332,7 @@ defmodule Bench.Report do
       "| target | measured | verdict |\n|---|---|---|\n",
       for({t, measured, ok} <- targets(r), do: "| #{t} | #{measured} | #{verdict(ok)} |\n"),
       "\n## Scheduler goals (issue 12)\n\n",
-      "How scripts are run (`native/ex_bashkit/src/runner.rs`), measured against raw bashkit ",
+      "How scripts are run (`native/ex_bashkit/src/run/runner.rs`), measured against raw bashkit ",
       "in this same run; in-node sessions (`isolation: :in_node`), default VM flags. The worker ",
       "path is measured by `scripts/bench-isolation` (`bench/isolation.md`).\n\n",
       "| figure | goal | measured | verdict |\n|---|---|---|---|\n",

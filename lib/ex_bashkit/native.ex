@@ -12,7 +12,7 @@ defmodule ExBashkit.Native do
   # `{:done, ...}` when it completed there; otherwise they, like
   # `session_state/4`, leave the work to the library's runner threads and
   # the answer arrives as `{:ex_bashkit_reply, ref, outcome}` (see
-  # `ExBashkit.Callbacks`, `native/ex_bashkit/src/runner.rs`).
+  # `ExBashkit.Callbacks`, `native/ex_bashkit/src/run/runner.rs`).
   # `session_reset/4` of a session built from memory alone is polled on the
   # caller's scheduler first, and returns `{:ok, {:done, reply}}` when it
   # swapped in an interpreter built in advance.

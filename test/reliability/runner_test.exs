@@ -1,5 +1,5 @@
 defmodule ExBashkit.Reliability.RunnerTest do
-  # The runner (native/ex_bashkit/src/runner.rs): a script runs inline for a
+  # The runner (native/ex_bashkit/src/run/runner.rs): a script runs inline for a
   # short slice, then on a fixed pool of runner threads (one per core) that
   # it shares with every other long script by yielding every 64 commands.
   # These tests hold more long or waiting scripts than there are runners, so
@@ -56,7 +56,7 @@ defmodule ExBashkit.Reliability.RunnerTest do
   end
 
   # In the node, once a session has measured what its commands cost, a loop
-  # whose every command is bounded (native/ex_bashkit/src/bounded_steps.rs)
+  # whose every command is bounded (native/ex_bashkit/src/run/bounded_steps.rs)
   # starts on the caller's own scheduler, inside the exec NIF. It must leave
   # it within a NIF's time for the runners, where it stops as any long
   # script does: its caller is then seen waiting for the answer, not running

@@ -1,7 +1,7 @@
 defmodule ExBashkit.Security.BombsInNodeTest do
   # In the node a stack overflow or an unbounded allocation would take the
   # VM down, so the known bombs of bashkit 0.20.2's commands are refused
-  # before they run (`native/ex_bashkit/src/bombs.rs`); their unrefused
+  # before they run (`native/ex_bashkit/src/policy/bombs.rs`); their unrefused
   # reproducers run in worker processes in blast_radius_test.exs.
   use ExUnit.Case, async: true
 

@@ -38,7 +38,7 @@ mod cpu_clock;
 mod same_as_nif;
 use same_as_nif::{build_bash, builder, finish, poll_inline, poll_until_wait};
 
-/// The same allocator as the NIF (see native/ex_bashkit/src/allocator.rs).
+/// The same allocator as the NIF (see native/ex_bashkit/src/nif/allocator.rs).
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

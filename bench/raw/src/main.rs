@@ -2,10 +2,10 @@
 //! what the NIF can reach.
 //!
 //! Every case runs the same scripts as `bench/*.exs`, on a `Bash` built with
-//! the same builder settings as `native/ex_bashkit/src/options.rs::build_bash`
+//! the same builder settings as `native/ex_bashkit/src/config.rs::build_bash`
 //! (`same_as_nif.rs`, shared with the bare NIF in `lib.rs`; keep the two in
 //! step) and on the same tokio setup
-//! as `native/ex_bashkit/src/runtime.rs` (multi-thread runtime, one worker per
+//! as `native/ex_bashkit/src/run/runtime.rs` (multi-thread runtime, one worker per
 //! core and at least two, 64 MiB stacks), with the same allocator (mimalloc;
 //! build with `--no-default-features` for glibc's).
 //!
@@ -41,7 +41,7 @@ mod same_as_nif;
 use cpu_clock::process_cpu_ns;
 use same_as_nif::{build_bash, builder, finish, poll_inline, runtime, runtime_builder};
 
-/// The same allocator as the NIF (see native/ex_bashkit/src/allocator.rs).
+/// The same allocator as the NIF (see native/ex_bashkit/src/nif/allocator.rs).
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

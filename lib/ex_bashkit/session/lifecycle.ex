@@ -1,7 +1,7 @@
 defmodule ExBashkit.Session.Lifecycle do
   @moduledoc false
   # `state/2`, `reset/2`, `snapshot/2` and `restore/3` as calls with a
-  # lifetime, like an exec (the Rust side is `native/ex_bashkit/src/lifecycle.rs`):
+  # lifetime, like an exec (the Rust side is `native/ex_bashkit/src/session/lifecycle.rs`):
   #
   #   * a `:timeout_ms` (default `default_timeout_ms/0`) bounds the wait for
   #     the session's turn behind a running exec; past it the call answers

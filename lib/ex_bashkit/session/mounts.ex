@@ -6,7 +6,7 @@ defmodule ExBashkit.Session.Mounts do
   #
   # The argument shapes are checked by the same code as the `:mounts` option
   # (`ExBashkit.Session.Options`); the host-side gate runs in Rust, the same
-  # gate `new/1` runs (`native/ex_bashkit/src/runtime_mounts.rs`).
+  # gate `new/1` runs (`native/ex_bashkit/src/session/mounts.rs`).
 
   alias ExBashkit.{Backend, Callbacks}
   alias ExBashkit.Session.Options

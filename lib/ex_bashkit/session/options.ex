@@ -5,7 +5,7 @@ defmodule ExBashkit.Session.Options do
   # `parse!/1` turns the user's keyword list into:
   #
   #   * `:native` - a plain map whose shape the NIF decodes without further
-  #     checks (`native/ex_bashkit/src/options.rs`, `SessionConfig`): strings
+  #     checks (`native/ex_bashkit/src/config.rs`, `SessionConfig`): strings
   #     are valid UTF-8, counts are integers in 0..2^64-1, and so on;
   #   * the Elixir-side capabilities a session carries (builtin functions,
   #     virtual_fs backends, the back-call timeout).
@@ -71,7 +71,7 @@ defmodule ExBashkit.Session.Options do
   # them. Each entry: the key, its type and default as documented, the doc,
   # how a given value is validated (`parse`, arity 1, or 2 to see the
   # node-wide ceilings), and where the result goes: `:native` (the map the
-  # NIF decodes, `native/ex_bashkit/src/options.rs`; a function there
+  # NIF decodes, `native/ex_bashkit/src/config.rs`; a function there
   # transforms it first) and/or `:session` (a field the Elixir side keeps).
   # The known-option list, defaults, validation, the native map and the
   # options list in `ExBashkit.Session`'s docs are all derived from it: a new
@@ -793,7 +793,7 @@ defmodule ExBashkit.Session.Options do
   end
 
   # Shape and mode only: whether the host path exists, is a directory and may
-  # be mounted is decided natively (`native/ex_bashkit/src/mounts.rs`), and a
+  # be mounted is decided natively (`native/ex_bashkit/src/fs/mounts.rs`), and a
   # refusal raises from `new/1` too.
   defp mounts!(mounts) when is_list(mounts) do
     parsed =
@@ -918,7 +918,7 @@ defmodule ExBashkit.Session.Options do
       )
 
   # A string here; whether it is a URL prefix is decided by the parser that
-  # enforces it (`native/ex_bashkit/src/net.rs`, `check_pattern`): a second
+  # enforces it (`native/ex_bashkit/src/policy/net.rs`, `check_pattern`): a second
   # parser here could only disagree with it. A refusal raises from `new/1`.
   defp url_pattern!(pattern), do: string!(pattern, ":allow_net pattern")
 
@@ -1003,7 +1003,7 @@ defmodule ExBashkit.Session.Options do
   end
 
   # `[allow: names]` or `[deny: names]`, one of the two: which commands the
-  # session has (`native/ex_bashkit/src/policy.rs`). Shape here; a name that
+  # session has (`native/ex_bashkit/src/policy/commands.rs`). Shape here; a name that
   # is a shell builtin (always present) is refused natively, where the list
   # of them lives.
   defp commands!(nil), do: nil
@@ -1052,7 +1052,7 @@ defmodule ExBashkit.Session.Options do
 
   # `true` (trash at /.trash), `[trash: path]`, or `false`: the trash
   # directory, or nil. Deletes and overwrites then keep the old content
-  # there (`native/ex_bashkit/src/soft_delete.rs`).
+  # there (`native/ex_bashkit/src/session/trash.rs`).
   @default_trash "/.trash"
 
   defp soft_delete!(false), do: nil

@@ -2,7 +2,7 @@ defmodule ExBashkit.Session.Snapshot do
   @moduledoc false
   # The machinery behind `ExBashkit.Session.snapshot/2` and `restore/3`:
   # option validation, submitting the job to the interpreter threads
-  # (`native/ex_bashkit/src/snapshot.rs`) and awaiting its answer.
+  # (`native/ex_bashkit/src/session/snapshot.rs`) and awaiting its answer.
   #
   # Like `exec`, both wait for the session's interpreter lock on the Rust side
   # and answer with `{:ex_bashkit_reply, ref, outcome}`, so they run between

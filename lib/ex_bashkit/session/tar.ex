@@ -1,7 +1,7 @@
 defmodule ExBashkit.Session.Tar do
   @moduledoc false
   # The machinery behind `ExBashkit.Session.export_tar/3`: validate the path
-  # and options, submit the job (`native/ex_bashkit/src/export.rs`) and await
+  # and options, submit the job (`native/ex_bashkit/src/session/tar.rs`) and await
   # its answer. Like a snapshot, it runs between scripts in arrival order.
 
   alias ExBashkit.{Backend, Callbacks}

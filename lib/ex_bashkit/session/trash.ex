@@ -2,7 +2,7 @@ defmodule ExBashkit.Session.Trash do
   @moduledoc false
   # `ExBashkit.Session.trash/1` and `undelete/2` for sessions built with
   # `soft_delete:`: requests of the filesystem API (`{:trash}`,
-  # `{:undelete, path}`, see `native/ex_bashkit/src/soft_delete.rs`),
+  # `{:undelete, path}`, see `native/ex_bashkit/src/session/trash.rs`),
   # through `ExBashkit.Backend.fs/3` like `read_file/2`, so both isolation
   # modes answer them the same way.
 

@@ -1,6 +1,6 @@
 defmodule ExBashkit.Run.WarmTest do
   # Interpreters built in advance for a configuration asked for again soon
-  # (`native/ex_bashkit/src/warm.rs`): whatever the pace of the calls, each
+  # (`native/ex_bashkit/src/run/warm.rs`): whatever the pace of the calls, each
   # session and each one-shot exec gets an interpreter nobody used, built for
   # exactly its own configuration.
   use ExUnit.Case, async: true

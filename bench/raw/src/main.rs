@@ -19,7 +19,8 @@
 //! {info, <<"key">>, <<"text">>}.
 //! ```
 //!
-//! `--ping PORT MILLIS` is the outside client of the responsiveness case.
+//! `--ping PORT MILLIS` is the outside client of the responsiveness case;
+//! `--realistic CASES [--quick]` runs the realistic case set (`realistic.rs`).
 //! `--json` prints the same data as JSON with percentiles, for people.
 //! `--quick` shrinks every budget (a smoke run). Arguments name the case
 //! groups to run (default: all but `construct`, `handoff`, `sched`,
@@ -37,6 +38,7 @@ use bashkit::{
 use tokio::runtime::Runtime;
 
 mod cpu_clock;
+mod realistic;
 mod same_as_nif;
 use cpu_clock::process_cpu_ns;
 use same_as_nif::{build_bash, builder, finish, poll_inline, runtime, runtime_builder};
@@ -1202,6 +1204,18 @@ fn udp_ping(port: u16, millis: u64) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.len() >= 3 && args[1] == "--realistic" {
+        let mut bench = Bench {
+            rt: Arc::new(runtime()),
+            quick: args.get(3).is_some_and(|a| a == "--quick"),
+            records: Vec::new(),
+        };
+        bench.realistic(&args[2]);
+        for r in &bench.records {
+            println!("{}", emit(r, false));
+        }
+        return;
+    }
     if args.len() == 4 && args[1] == "--ping" {
         udp_ping(
             args[2].parse().expect("port"),

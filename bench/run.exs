@@ -22,7 +22,7 @@ defmodule Bench.Run do
   @raw_names %{"floor" => "sched"}
   # Latency groups run in several rounds, raw and ours alternating, so that a
   # burst of outside load (or a slow stretch of the VM's host: see
-  # bench/analysis.md, 2026-11-27 10:50) hits both sides alike; their samples
+  # bench/DECISIONS.md on measuring) hits both sides alike; their samples
   # are pooled. So do the throughput groups behind the CPU and 64-session
   # goals: their rates are pooled over the rounds (all calls over all time).
   @repeated ~w(echo new loop pipeline vfs builtin vfs_backend snapshot cpu concurrency)
@@ -119,16 +119,10 @@ defmodule Bench.Run do
       concurrency_ops: if(quick?, do: 5_000, else: 60_000)
     }
 
-    analysis =
-      case File.read(Path.join(__DIR__, "analysis.md")) do
-        {:ok, text} -> text
-        _ -> ""
-      end
-
     File.mkdir_p!(charts)
     File.write!(Path.join(charts, "latency.svg"), Bench.Report.latency_chart(r))
     File.write!(Path.join(charts, "throughput.svg"), Bench.Report.throughput_chart(r))
-    File.write!(out, Bench.Report.markdown(r, meta, analysis))
+    File.write!(out, Bench.Report.markdown(r, meta))
 
     IO.puts(:stderr, "\nTargets:")
 

@@ -1,6 +1,6 @@
 # Two worker executables side by side in one BEAM instance, where figures
-# swing too much between instances to compare runs (bench/analysis.md,
-# "Scripts on a worker's frame reader"). A worker's executable is read when
+# swing too much between instances to compare runs (bench/DECISIONS.md,
+# "Quick scripts on the frame reader"). A worker's executable is read when
 # its OS process starts: session A is created on a worker started from
 # OLD, session B on another started from NEW, then both are timed in turn.
 #

@@ -115,7 +115,7 @@ defmodule Bench.Cases do
       # does other work: the interpreters built in advance keep up
       # (native/ex_bashkit/src/run/warm.rs). Beside the bare NIF's build at the
       # same pace, since a call after a pause starts with cold caches on
-      # this VM (bench/analysis.md, 2026-11-27 13:35).
+      # this VM (bench/DECISIONS.md, interpreters built in advance).
       paced("ours/session_new.paced", quick?, &Session.new/0)
     ] ++ bare_nif_new(quick?)
   end
@@ -236,7 +236,7 @@ defmodule Bench.Cases do
   # The VM's own floor under the scheduler goals: a dirty CPU call that does
   # nothing (`:erts_debug.dirty_cpu(:wait, 0)`), from one process (latency,
   # and CPU per call: the schedulers' busy-waiting) and from 64 at once.
-  # Every in-node exec makes one such call; bench/analysis.md adds these to
+  # Every in-node exec makes one such call; the report's floor table adds these to
   # raw bashkit's figures to get what no dirty-scheduler design can beat.
   def run("floor", quick?) do
     noop = fn -> fn -> :erts_debug.dirty_cpu(:wait, 0) end end

@@ -36,7 +36,7 @@ defmodule Bench.Raw do
   @doc """
   One second of the harness's `phases` group: the calibrator's median per
   window of about 8 ms (µs), which rises while the host slows this VM's
-  memory traffic (bench/analysis.md, 2026-11-27 10:50). `[]` without the
+  memory traffic (bench/DECISIONS.md on measuring). `[]` without the
   harness.
   """
   def calibrator_windows do

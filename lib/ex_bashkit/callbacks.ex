@@ -31,7 +31,7 @@ defmodule ExBashkit.Callbacks do
   # (the NIF's `callback_reply/2` in the node, which resumes the script right
   # there; a frame to the worker otherwise). A back-call thus costs one
   # process and two messages (a separate runner process per back-call, as
-  # before, cost 10-25 us more: bench/analysis.md). In the node, a quick
+  # before, cost 10-25 us more: bench/DECISIONS.md). In the node, a quick
   # script's messages come as NIF values instead of by mail: its back-call
   # as the exec's, and what follows an answer (the final reply, or the next
   # back-call) as `callback_reply`'s (`returned/4`).
@@ -397,7 +397,7 @@ defmodule ExBashkit.Callbacks do
     # looks: it saved the receive's timer (1.5 us), but left two runnable
     # processes on this scheduler at every back-call, so the VM woke the
     # other scheduler, which took one of them: a round trip then spanned
-    # both (up to 2x its time and CPU; bench/analysis.md, 2026-11-28 19:08).
+    # both (up to 2x its time and CPU; bench/DECISIONS.md).
     Map.put(handlers, pid, handler)
   end
 

@@ -65,8 +65,8 @@ defmodule ExBashkit.Worker do
   # session's next call waits for it), so it is kept for scripts that do
   # not stop. A loaded worker answers late: the stopped script waits for
   # its turn on a runner behind the others that are ready to run. Measured
-  # with endless CPU-bound loops on two workers (2026-11-28,
-  # bench/analysis.md): at most 37-88 ms late with 32 per worker, 250 ms
+  # with endless CPU-bound loops on two workers
+  # (bench/DECISIONS.md): at most 37-88 ms late with 32 per worker, 250 ms
   # with 64, 0.8-1.4 s with 255 (a worker's most).
   @reply_slack_ms 1_000
   # How long the worker's reading thread may take to send an exec's output

@@ -48,7 +48,7 @@ use same_as_nif::{build_bash, builder, finish, poll_inline, runtime, runtime_bui
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Groups run only when named: investigations behind bench/analysis.md.
+/// Groups run only when named: investigations behind bench/DECISIONS.md.
 const INVESTIGATIONS: &str = "construct handoff sched phases gaps history";
 
 const GROUPS: &[&str] = &[
@@ -890,7 +890,7 @@ impl Bench {
         }
     }
 
-    /// Investigation: the building blocks of the runner (see bench/analysis.md).
+    /// Investigation: the building blocks of the runner (see bench/DECISIONS.md).
     fn sched(&mut self) {
         let rt = Arc::clone(&self.rt);
         let rt = &*rt;
@@ -1007,7 +1007,7 @@ impl Bench {
     }
 
     /// Investigation: what bashkit's history trim costs an exec (the
-    /// upstream reproducer of bench/analysis.md, 2026-11-28 00:51). Once
+    /// upstream reproducer of bench/DECISIONS.md's history trim). Once
     /// the history holds `max_history_entries` (default 1 000) entries,
     /// every exec drops the oldest by shifting the whole `Vec`: 72 KB.
     /// Interpreters capped at 1 000, 100 and 0 entries, each past 1 500
@@ -1046,7 +1046,7 @@ impl Bench {
     /// exec of 400, and of a calibrator that does no interpreter work (a
     /// 72 KB `memmove` ×4, as `phases`), both timed right after the pause.
     /// On a VM whose host idles or lends the core away, both come back
-    /// slower after a pause; `bench/analysis.md` compares it with the VM's.
+    /// slower after a pause.
     fn gaps(&mut self) {
         let rt = Arc::clone(&self.rt);
         let rt = &*rt;

@@ -30,8 +30,8 @@ defmodule ExBashkit.Session.Exec do
   # An exec answered within its call (in the node, most short scripts)
   # takes as few steps as it can here: each is paid with the caches that
   # the interpreter has just filled with its own code and data, at several
-  # times what it costs in a loop of its own (bench/analysis.md,
-  # 2026-11-29 06:30).
+  # times what it costs in a loop of its own (bench/DECISIONS.md,
+  # "Fewer steps after an exec").
   @spec run_call(
           Session.t(),
           String.t(),

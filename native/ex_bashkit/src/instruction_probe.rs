@@ -3,7 +3,7 @@
 //! simulated cache misses rather than timed.
 //!
 //! Why count: this VM's host has long slow stretches in which the same
-//! call takes up to twice as long (bench/analysis.md, 2026-11-27 10:50), so
+//! call takes up to twice as long (bench/DECISIONS.md on measuring), so
 //! a few µs between two builds are hard to time. A count hardly depends on
 //! the host: instructions repeat within 0.2 % from run to run (simulated
 //! misses vary more, the runtime's other threads being counted too).

@@ -291,7 +291,7 @@ impl Payload for ExecOutcome {
     /// from [`result_fields`]: no `Value` tree to build and drop, and its
     /// keys' atoms looked up once per VM. A quick exec answers with it as
     /// its NIF's value, where building the answer was a tenth of the call
-    /// (bench/analysis.md, 2026-11-28 21:47).
+    /// (bench/DECISIONS.md, "Fewer steps after an exec").
     fn to_term<'a>(&self, env: Env<'a>) -> Term<'a> {
         let ExecOutcome::Ok(result, changes, metrics) = self else {
             return self.to_value().to_term(env);

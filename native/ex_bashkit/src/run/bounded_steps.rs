@@ -3,8 +3,8 @@
 //! A script that is not quick (`run/shape.rs`) runs on a dirty CPU
 //! scheduler, and while it runs there the caller's own scheduler has
 //! nothing to do: the VM lets it spin before it sleeps, about 270–330 µs of
-//! CPU per exec on this project's 2-core machine (bench/analysis.md,
-//! 2026-11-28 16:05). For a short loop (a 50-iteration `while`, ~400 µs)
+//! CPU per exec on this project's 2-core machine (bench/DECISIONS.md,
+//! "Short loops on the caller's scheduler"). For a short loop (a 50-iteration `while`, ~400 µs)
 //! that spin nearly doubles what the exec costs. Such a loop can run on the
 //! caller's scheduler instead if nothing in it can make one command
 //! expensive: bashkit's live execution yields every 64 commands, where the

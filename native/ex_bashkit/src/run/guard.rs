@@ -71,7 +71,7 @@ pub fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
 ///
 /// It holds `inner` in place rather than boxed: an exec's future is about
 /// 3 KB, and boxing it cost an allocation and copies of all of it on
-/// every exec (bench/analysis.md, 2026-11-29 08:50).
+/// every exec.
 pub struct CatchUnwind<F> {
     inner: F,
 }

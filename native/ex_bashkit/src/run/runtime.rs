@@ -135,7 +135,7 @@ pub fn note_script_start() {
 /// wake-ups per `echo hi` (`strace`, `perf` on `sys_enter_write`). With
 /// this timer pending, every later deadline is filed without waking anyone;
 /// what remains is the budget interval's first tick, which is due at once
-/// (one wake-up per exec; bench/analysis.md). It costs one runner wake-up
+/// (one wake-up per exec; bench/DECISIONS.md). It costs one runner wake-up
 /// per tick while scripts run; after a second without one it rests, and
 /// the next script's start wakes it.
 async fn anchor_timers() {

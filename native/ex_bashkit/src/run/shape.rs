@@ -6,7 +6,7 @@
 //! more than buffered execution (`exec_with_options`) on every exec: two
 //! output pumps over pipes, a cancel watcher, and around each output write
 //! a budget `interval` whose first tick wakes tokio's timer driver about
-//! every other exec (bench/analysis.md measures it).
+//! every other exec (bench/DECISIONS.md, "Short scripts run buffered").
 //!
 //! A script that cannot reach 64 commands never yields in live execution
 //! either, so running it buffered changes nothing in how it shares the

@@ -2,7 +2,7 @@
 //!
 //! Tearing a session down frees everything it holds, and that takes time in
 //! proportion: a few µs for an idle interpreter, about 3 ms for one holding
-//! 20 000 files and 14 ms for 100 000 (bench/analysis.md). The last
+//! 20 000 files and 14 ms for 100 000 (bench/DECISIONS.md). The last
 //! reference often goes where nothing may take that long: the VM runs a NIF
 //! resource's destructor on the normal scheduler that garbage-collects (or
 //! ends) the process holding it, and a worker drops a session (or an image,

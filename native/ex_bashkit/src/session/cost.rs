@@ -65,7 +65,7 @@ fn steps_fit_budget(shape: ScriptShape, cost_ns: u64) -> bool {
 /// slow one). One that outlives its time there goes on on the runners.
 /// After a long loop, the next starts on a dirty scheduler, which measures
 /// it again: such loops took as long from either start, within the host's
-/// noise (bench/analysis.md, 2026-11-28 19:08), so the caller's scheduler
+/// noise (bench/DECISIONS.md, short loops), so the caller's scheduler
 /// is kept for loops that end there.
 const LOOP_INLINE_WALL_US: u64 = 800;
 
@@ -73,7 +73,7 @@ const LOOP_INLINE_WALL_US: u64 = 800;
 /// expected to cost on a normal scheduler. The cost per command it is read
 /// against is an exec's wall time over its commands, fixed costs included:
 /// 3–6 µs for a short loop on a session with few exported variables
-/// (bench/analysis.md), against up to 340 µs with 80 000 of them.
+/// (bench/DECISIONS.md), against up to 340 µs with 80 000 of them.
 const STEPS_BUDGET_NS: u64 = 500_000;
 
 impl Session {

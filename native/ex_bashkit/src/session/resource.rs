@@ -35,7 +35,7 @@ pub struct SessionResource {
 /// drops a resource's monitors with it). Setting a monitor up and taking it
 /// down each signal the monitored process, which wakes its scheduler: per
 /// call, that was about 20 µs of a builtin round trip (an A/B of 3 × 10 000
-/// round trips, bench/analysis.md). So there is at most one monitor per
+/// round trips, bench/DECISIONS.md). So there is at most one monitor per
 /// (session, live caller), and a call only joins its caller's list.
 struct WatchedCaller {
     pid: LocalPid,

@@ -335,7 +335,7 @@ pub trait FromValue: Sized {
     /// Decode a term of the calling process as [`FromValue::from_value`]
     /// decodes its `Value`. The scalars of a call's options read the term
     /// itself: a `Value` built and dropped per field was a tenth of a quick
-    /// exec's NIF call (bench/analysis.md, 2026-11-28 21:47).
+    /// exec's NIF call (bench/DECISIONS.md, "Fewer steps after an exec").
     fn from_term(term: Term<'_>) -> Result<Self, String> {
         Self::from_value(&Value::from_term_at(term, 1)?)
     }

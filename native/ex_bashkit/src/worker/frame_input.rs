@@ -9,7 +9,7 @@
 //! machine a pipe ping-pong between two processes took
 //! 61–77 µs a round trip, and a worker `Session.exec("echo hi")` took
 //! about 100–140 µs with the reader sleeping at once, 45–75 µs with this,
-//! for no more CPU per exec (bench/analysis.md). The VM's schedulers spin
+//! for no more CPU per exec (bench/DECISIONS.md). The VM's schedulers spin
 //! before they sleep for the same reason.
 //!
 //! So after a frame that came within [`SPIN`] of the read that waited for

@@ -211,7 +211,7 @@ defmodule ExBashkit.Sandbox do
 
   defp run(state, script, timeout) do
     tag = make_ref()
-    outcome = Session.exec(state.session, script, timeout_ms: timeout, stream_to: {self(), tag})
+    outcome = Session.run(state.session, script, timeout_ms: timeout, stream_to: {self(), tag})
 
     # Every chunk is in the mailbox once exec returned: the chunks were
     # forwarded by this very process while it waited.

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use bashkit::{FileSystem, FileType};
 use rustler::{Env, Term};
 
+use crate::result::reason::Failure;
 use crate::session::Handle;
 use crate::term::value::{Bytes, FromValue, Value};
-use crate::result::reason::Failure;
 use crate::{result::bashkit_errors, run::runtime};
 
 /// The kind of an entry as the API reports it.

@@ -76,7 +76,9 @@ impl From<Result<Result<Outcome, Error>, String>> for Outcome {
         match outcome {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(error)) => Outcome::Error(describe(&error).into()),
-            Err(panic) => Outcome::Error(format!("internal error in the interpreter: {panic}").into()),
+            Err(panic) => {
+                Outcome::Error(format!("internal error in the interpreter: {panic}").into())
+            }
         }
     }
 }
@@ -226,7 +228,9 @@ pub fn restore(op: Op, bytes: impl SnapshotSource, key: Option<Vec<u8>>, reply: 
         let outcome = match outcome {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(message)) => Outcome::Error(message.into()),
-            Err(panic) => Outcome::Error(format!("internal error in the interpreter: {panic}").into()),
+            Err(panic) => {
+                Outcome::Error(format!("internal error in the interpreter: {panic}").into())
+            }
         };
         reply.finish(&outcome);
     });

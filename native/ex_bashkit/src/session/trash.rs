@@ -37,8 +37,8 @@ use bashkit::{
     DirEntry, FileSystem, FileSystemExt, FsLimits, FsUsage, Metadata, SearchCapable, VfsSnapshot,
 };
 
-use crate::term::value::{FromValue, Value};
 use crate::result::reason::{Failure, Reason};
+use crate::term::value::{FromValue, Value};
 use crate::{result::bashkit_errors, run::runtime};
 
 /// The file that maps trash entries to their original paths.

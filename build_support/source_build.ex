@@ -13,7 +13,7 @@ defmodule ExBashkit.Build.SourceBuild do
   `src/bin/<name>/main.rs` (unless `autobins = false`).
   """
 
-  alias ExBashkit.Build.{Artifact, Target}
+  alias ExBashkit.Build.{Artifact, CargoOutput, Target}
 
   @crate "native/ex_bashkit"
   @lib "ex_bashkit"
@@ -37,9 +37,10 @@ defmodule ExBashkit.Build.SourceBuild do
         profile_args(profile) ++
         if(cross, do: ["--target", cross], else: [])
 
-    case System.cmd(cargo, args, into: IO.stream(:standard_error, :line), stderr_to_stdout: true) do
-      {_, 0} -> :ok
-      {_, code} -> Mix.raise("cargo build failed (exit #{code})")
+    # A no-op build's closing line dropped (`CargoOutput`).
+    case CargoOutput.run(cargo, args) do
+      0 -> :ok
+      code -> Mix.raise("cargo build failed (exit #{code})")
     end
 
     out_dir = Path.join(Enum.reject([target_dir(), cross, profile], &is_nil/1))

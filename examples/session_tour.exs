@@ -7,7 +7,7 @@ say = fn title -> IO.puts("\n== " <> title) end
 show = fn session, script ->
   IO.puts("$ " <> script)
 
-  case Session.exec(session, script) do
+  case Session.run(session, script) do
     {:ok, result} ->
       IO.write(result.stdout)
       if result.stderr != "", do: IO.write("[stderr] " <> result.stderr)
@@ -78,7 +78,9 @@ IO.inspect(result.changes, label: "changes")
 
 say.("State, then back to the start")
 
-IO.inspect(Session.state(session) |> Map.take([:cwd, :functions, :last_exit_code]), label: "state")
+IO.inspect(Session.state!(session) |> Map.take([:cwd, :functions, :last_exit_code]),
+  label: "state"
+)
 
 :ok = Session.reset(session)
 show.(session, "pwd; ls /work; type summarize 2>&1 | head -1")

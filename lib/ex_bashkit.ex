@@ -25,8 +25,9 @@ defmodule ExBashkit do
   Run `script` in a fresh interpreter with default settings.
 
   Returns `{:ok, %ExBashkit.Result{}}` when the script ran (whatever its exit
-  code) or `{:error, %ExBashkit.Error{}}` when it could not be parsed, exceeded
-  a limit, timed out, or the interpreter failed (see `ExBashkit.Error`).
+  code) or `{:error, message}` when it could not be parsed, exceeded a limit,
+  timed out, or the interpreter failed. `run/2` is the same call answering
+  `{:error, %ExBashkit.Error{}}` (see `ExBashkit.Error`).
   Nothing survives the call: use `ExBashkit.Session` for state that persists.
 
   Options: those of `ExBashkit.Session.exec/3` (`:stdin`, `:timeout_ms`,
@@ -40,42 +41,56 @@ defmodule ExBashkit do
 
       iex> {:ok, %ExBashkit.Result{exit_code: 7}} = ExBashkit.exec("exit 7")
 
-      iex> {:error, %ExBashkit.Error{reason: :parse}} = ExBashkit.exec("if then fi")
+      iex> {:error, "parse error" <> _} = ExBashkit.exec("if then fi")
 
       iex> {:ok, result} = ExBashkit.exec("tr a-z A-Z", stdin: "hi\\n")
       iex> result.stdout
       "HI\\n"
 
-      iex> {:error, error} = ExBashkit.exec("while true; do :; done", limits: [max_loop_iterations: 10])
+  """
+  @spec exec(String.t(), keyword() | map()) :: {:ok, Result.t()} | {:error, String.t()}
+  def exec(script, opts \\ []), do: ExBashkit.Error.to_message(run(script, opts))
+
+  @doc """
+  Run `script` like `exec/2`, answering a failure as data:
+  `{:ok, %ExBashkit.Result{}}` or `{:error, %ExBashkit.Error{}}` (the reason
+  as an atom, the `:limits` key to raise, the output written before the
+  stop). Takes the options of `exec/2`.
+
+  ## Examples
+
+      iex> {:error, %ExBashkit.Error{reason: :parse}} = ExBashkit.run("if then fi")
+
+      iex> {:error, error} = ExBashkit.run("while true; do :; done", limits: [max_loop_iterations: 10])
       iex> {error.reason, error.limit}
       {:limit, :max_loop_iterations}
   """
-  @spec exec(String.t(), keyword() | map()) :: {:ok, Result.t()} | {:error, ExBashkit.Error.t()}
-  def exec(script, opts \\ [])
+  @spec run(String.t(), keyword() | map()) :: {:ok, Result.t()} | {:error, ExBashkit.Error.t()}
+  def run(script, opts \\ [])
 
-  def exec(script, opts) when opts == [] or opts == %{} do
-    script = Session.Exec.script!(script, "ExBashkit.exec/2")
+  def run(script, opts) when opts == [] or opts == %{} do
+    script = Session.Exec.script!(script, "ExBashkit.run/2")
     # A default session's configuration: the defaults live in Elixir only.
     once(script, Session.Options.parse_default!().native)
   end
 
   # With options: `:limits` configures the interpreter; call options (stdin,
   # a timeout, streaming, change tracking) need a session's exec.
-  def exec(script, opts) when is_list(opts) or is_map(opts) do
-    script = Session.Exec.script!(script, "ExBashkit.exec/2")
+  def run(script, opts) when is_list(opts) or is_map(opts) do
+    script = Session.Exec.script!(script, "ExBashkit.run/2")
     {limits, call} = opts |> Enum.to_list() |> Keyword.pop(:limits, [])
 
     case call do
       [] -> once(script, Session.Options.parse!(limits: limits).native)
-      _ -> Session.new(limits: limits) |> Session.exec(script, call)
+      _ -> Session.new(limits: limits) |> Session.run(script, call)
     end
   end
 
-  def exec(_script, opts),
+  def run(_script, opts),
     do:
       raise(
         ArgumentError,
-        "ExBashkit.exec/2 options must be a keyword list or a map, got: #{inspect(opts)}"
+        "ExBashkit.run/2 options must be a keyword list or a map, got: #{inspect(opts)}"
       )
 
   # A one-shot exec on an interpreter of its own, built for `config` (a

@@ -22,11 +22,11 @@ defmodule ExBashkitTest do
   end
 
   test "a parse error is {:error, message}" do
-    assert {:error, %{message: "parse error" <> _}} = ExBashkit.exec("echo $(")
+    assert {:error, %{message: "parse error" <> _}} = ExBashkit.run("echo $(")
   end
 
   test "a limit exceeded is {:error, message} naming the limit" do
-    assert {:error, %{message: message}} = ExBashkit.exec("f() { f; }; f")
+    assert {:error, %{message: message}} = ExBashkit.run("f() { f; }; f")
     assert message =~ "maximum function depth exceeded"
   end
 
@@ -37,7 +37,7 @@ defmodule ExBashkitTest do
 
     for _ <- 1..40 do
       assert {:error, %{reason: :limit, limit: :max_loop_iterations}} =
-               ExBashkit.exec(loop, limits: [max_loop_iterations: 3])
+               ExBashkit.run(loop, limits: [max_loop_iterations: 3])
 
       assert {:ok, %Result{stdout: "done\n"}} =
                ExBashkit.exec(loop, %{limits: %{max_loop_iterations: 5}})
@@ -49,7 +49,7 @@ defmodule ExBashkitTest do
   end
 
   test "a script that is not valid UTF-8 is an error, not a crash" do
-    assert {:error, %{message: "script is not valid UTF-8"}} = ExBashkit.exec(<<"echo ", 0xFF>>)
+    assert {:error, %{message: "script is not valid UTF-8"}} = ExBashkit.run(<<"echo ", 0xFF>>)
   end
 
   test "a non-binary script is a programmer error" do

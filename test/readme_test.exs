@@ -10,26 +10,18 @@ defmodule ExBashkit.ReadmeTest do
   @tour Path.expand("../examples/session_tour.exs", __DIR__)
   @external_resource @tour
 
-  # The ```elixir blocks between "## Quick start" and "## Running scripts",
-  # in order (later blocks use the bindings of earlier ones, as in iex).
-  defp quick_start_blocks do
-    text = File.read!(@readme)
-    [_, rest] = String.split(text, "## Quick start\n", parts: 2)
-    [part, _] = String.split(rest, "## Running scripts\n", parts: 2)
-
-    ~r/```elixir\n(.*?)```/s
-    |> Regex.scan(part, capture: :all_but_first)
-    |> Enum.map(fn [code] -> code end)
+  test "the quick start and capability examples run as pasted" do
+    blocks = ExBashkit.ReadmeBlocks.between(@readme, "## Quick start", "## Running scripts")
+    assert length(blocks) >= 3
+    ExBashkit.ReadmeBlocks.run(blocks, @readme)
   end
 
-  test "the quick start and capability examples run as pasted" do
-    blocks = quick_start_blocks()
-    assert length(blocks) >= 3
+  test "the errors and exec_async examples run as pasted" do
+    blocks =
+      ExBashkit.ReadmeBlocks.between(@readme, "## Errors and async exec", "## Interactive shell")
 
-    Enum.reduce(blocks, [], fn code, binding ->
-      {_value, binding} = Code.eval_string(code, binding, file: @readme)
-      binding
-    end)
+    assert length(blocks) == 2
+    ExBashkit.ReadmeBlocks.run(blocks, @readme)
   end
 
   test "the example session that scripts/example runs goes to its end" do
@@ -40,5 +32,27 @@ defmodule ExBashkit.ReadmeTest do
     assert out =~ "still here, in /work/data"
     assert out =~ "chunk: {:exit, 0}"
     assert out =~ ~s(created: ["/work/data/new.txt"])
+  end
+end
+
+defmodule ExBashkit.ReadmeSyncTest do
+  # The tar block writes rootfs.tar.gz in the current directory, as it would
+  # in iex: run it in a directory of its own (the cwd is the VM's, hence
+  # not async).
+  use ExUnit.Case, async: false
+
+  @readme Path.expand("../README.md", __DIR__)
+
+  @tag :tmp_dir
+  test "the tar and image example runs as pasted", %{tmp_dir: dir} do
+    blocks =
+      ExBashkit.ReadmeBlocks.between(
+        @readme,
+        "## Tar images and shared base images",
+        "## Isolation"
+      )
+
+    assert length(blocks) == 1
+    File.cd!(dir, fn -> ExBashkit.ReadmeBlocks.run(blocks, @readme) end)
   end
 end

@@ -256,7 +256,7 @@ defmodule ExBashkit.Callbacks do
   end
 
   # For a session in a worker process, `ref` monitors the worker's owner.
-  defp worker_down(reason), do: "worker process exited: #{inspect(reason)}"
+  defp worker_down(reason), do: Error.new(:crashed, "worker process exited: #{inspect(reason)}")
 
   @doc false
   # Wait for the raw answer of a job that is not an exec but may make
@@ -273,7 +273,7 @@ defmodule ExBashkit.Callbacks do
   end
 
   defp step({:reply, reply}), do: {:done, result(reply)}
-  defp step({:down, reason}), do: {:done, Error.wrap({:error, worker_down(reason)})}
+  defp step({:down, reason}), do: {:done, {:error, worker_down(reason)}}
   defp step({:output, _stdout, _stderr} = output), do: output
   defp step(:give_up), do: :give_up
 

@@ -173,7 +173,7 @@ defmodule ExBashkit.Pool do
   Run `script` on a pooled session of the default pool, `ExBashkit.Pool`
   (same as `exec(ExBashkit.Pool, script, [])`).
   """
-  @spec exec(String.t()) :: {:ok, Result.t()} | {:error, ExBashkit.Error.t() | :overloaded}
+  @spec exec(String.t()) :: {:ok, Result.t()} | {:error, String.t() | :overloaded}
   def exec(script) when is_binary(script), do: exec(__MODULE__, script, [])
 
   @doc """
@@ -191,9 +191,37 @@ defmodule ExBashkit.Pool do
       "[]\\nno file\\n"
   """
   @spec exec(pool(), String.t(), [Session.exec_option()]) ::
-          {:ok, Result.t()} | {:error, ExBashkit.Error.t() | :overloaded}
+          {:ok, Result.t()} | {:error, String.t() | :overloaded}
   def exec(pool, script, opts \\ []) when is_binary(script) and is_list(opts) do
     checkout(pool, &Session.exec(&1, script, opts))
+  end
+
+  @doc """
+  Like `exec/3`, but returns the result or raises `ExBashkit.Error`: the
+  error of `ExBashkit.Session.run/3`, or `reason: :overloaded` when the pool
+  turned the call away.
+
+  ## Examples
+
+      iex> {:ok, pool} = ExBashkit.Pool.start_link(name: nil, size: 1)
+      iex> ExBashkit.Pool.exec!(pool, "echo hi").stdout
+      "hi\\n"
+  """
+  @spec exec!(pool(), String.t(), [Session.exec_option()]) :: Result.t()
+  def exec!(pool, script, opts \\ []) when is_binary(script) and is_list(opts) do
+    case checkout(pool, &Session.run(&1, script, opts)) do
+      {:ok, result} ->
+        result
+
+      {:error, :overloaded} ->
+        raise ExBashkit.Error.new(
+                :overloaded,
+                "pool overloaded: every session is busy and :max_queue callers already wait"
+              )
+
+      {:error, error} ->
+        raise error
+    end
   end
 
   @doc """
@@ -267,7 +295,7 @@ defmodule ExBashkit.Pool do
       iex> {:ok, %ExBashkit.Result{stdout: "5\\n"}} = ExBashkit.Session.exec(session, "echo $x")
   """
   @spec session_exec(pool(), Session.t(), String.t()) ::
-          {:ok, Result.t()} | {:error, ExBashkit.Error.t() | :overloaded}
+          {:ok, Result.t()} | {:error, String.t() | :overloaded}
   def session_exec(pool \\ __MODULE__, session, script) when is_binary(script),
     do: run(pool, fn -> Session.exec(session, script) end)
 

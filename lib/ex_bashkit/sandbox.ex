@@ -42,8 +42,9 @@ defmodule ExBashkit.Sandbox do
       starts from the shell state the sandbox began with (cwd, variables,
       functions, aliases), while files persist. `true`: shell state carries
       from one call to the next, as in an `ExBashkit.Session`.
-    * `:mount_mode` - the mode of `mount/3` mounts: `:read_only` (default)
-      or `:read_write`.
+    * `:mount_mode` - the mode of `mount/3` mounts: `:read_write` (default,
+      the mode Condukt's own Virtual sandbox mounts in) or `:read_only`
+      (scripts then cannot change the host directory).
     * every other option goes to `ExBashkit.Session.new/1` (`:limits`,
       `:files`, `:env`, `:allow_net`, `:builtins`, `:virtual_fs`, `:python`,
       `:git`, `:sqlite`, `:typescript`, ...). When
@@ -93,7 +94,7 @@ defmodule ExBashkit.Sandbox do
     :base_cwd,
     :persistent,
     :baseline,
-    mount_mode: :read_only,
+    mount_mode: :read_write,
     session_timeout_ms: @lifted_session_timeout_ms
   ]
 
@@ -126,7 +127,7 @@ defmodule ExBashkit.Sandbox do
          {:ok, mounts} <- mounts(Keyword.get(opts, :mounts, [])),
          {:ok, cwd} <- base_cwd(Keyword.get(opts, :cwd, "/")),
          {:ok, persistent} <- boolean(Keyword.get(opts, :persistent, false), :persistent),
-         {:ok, mount_mode} <- mount_mode(Keyword.get(opts, :mount_mode, :read_only)),
+         {:ok, mount_mode} <- mount_mode(Keyword.get(opts, :mount_mode, :read_write)),
          {:ok, limits, session_timeout} <- limits(Keyword.get(opts, :limits, [])),
          session_opts =
            opts
@@ -180,6 +181,9 @@ defmodule ExBashkit.Sandbox do
     * `:timeout` - milliseconds (default 120 000). Past it:
       `{:error, :timeout}`, and the sandbox stays usable.
 
+  Any other option is `{:error, message}` naming the valid ones (a
+  misspelt `:timeout_ms` would otherwise be ignored silently).
+
   With `persistent: false` (the default) every call starts from the shell
   state `init/1` built: a `cd`, `export`, function or alias does not reach
   the next call, files do. With `persistent: true` they carry over,
@@ -202,6 +206,7 @@ defmodule ExBashkit.Sandbox do
   def exec(%__MODULE__{} = state, command, opts \\ []) do
     with {:ok, command} <- script(command),
          {:ok, opts} <- keyword(opts),
+         :ok <- known(opts, [:cwd, :env, :timeout], "exec/3"),
          {:ok, timeout} <- timeout(Keyword.get(opts, :timeout)),
          {:ok, preamble} <- preamble(state, opts),
          :ok <- reset_shell(state) do
@@ -211,7 +216,7 @@ defmodule ExBashkit.Sandbox do
 
   defp run(state, script, timeout) do
     tag = make_ref()
-    outcome = Session.exec(state.session, script, timeout_ms: timeout, stream_to: {self(), tag})
+    outcome = Session.run(state.session, script, timeout_ms: timeout, stream_to: {self(), tag})
 
     # Every chunk is in the mailbox once exec returned: the chunks were
     # forwarded by this very process while it waited.
@@ -328,7 +333,8 @@ defmodule ExBashkit.Sandbox do
 
   @doc """
   Paths matching the glob `pattern`, sorted, relative to the base cwd (or
-  to `:cwd`). `**` matches any number of directories; dot files match.
+  to `:cwd`); an absolute `pattern` (without `:cwd`) gives absolute paths.
+  `**` matches any number of directories; dot files match.
   See `ExBashkit.Search.glob/3` for the syntax and bounds.
 
   Options: `:cwd` (relative to the base cwd), `:limit`.
@@ -338,11 +344,13 @@ defmodule ExBashkit.Sandbox do
       iex> {:ok, sandbox} = ExBashkit.Sandbox.init(cwd: "/p", files: %{"/p/a.ex" => "", "/p/lib/b.ex" => ""})
       iex> ExBashkit.Sandbox.glob(sandbox, "**/*.ex", [])
       {:ok, ["a.ex", "lib/b.ex"]}
+      iex> ExBashkit.Sandbox.glob(sandbox, "/p/lib/*.ex", [])
+      {:ok, ["/p/lib/b.ex"]}
   """
   @spec glob(t(), String.t(), keyword()) :: {:ok, [String.t()]} | {:error, String.t()}
   def glob(%__MODULE__{session: session} = state, pattern, opts \\ []) when is_binary(pattern) do
     with {:ok, opts} <- keyword(opts),
-         {:ok, cwd} <- resolve(state, Keyword.get(opts, :cwd) || state.base_cwd),
+         {:ok, cwd} <- glob_cwd(state, pattern, Keyword.get(opts, :cwd)),
          {:ok, limit} <- limit(Keyword.get(opts, :limit)) do
       guarded(fn -> Search.glob(session, pattern, cwd: cwd, limit: limit) end)
     end
@@ -351,7 +359,8 @@ defmodule ExBashkit.Sandbox do
   @doc """
   Lines matching the regex `pattern` (Rust `regex` crate syntax) in the
   files under `:path`: `{:ok, [%{path:, line_number:, line:}]}` with paths
-  relative to `:path`. See `ExBashkit.Search.grep/3` for what is skipped and
+  relative to the base cwd's `:path` when it is relative (or absent),
+  absolute when `:path` is absolute. See `ExBashkit.Search.grep/3` for what is skipped and
   how the work is bounded.
 
   Options: `:path` (default the base cwd), `:glob` (a file-name glob such
@@ -362,7 +371,7 @@ defmodule ExBashkit.Sandbox do
 
       iex> {:ok, sandbox} = ExBashkit.Sandbox.init(files: %{"/src/a.ex" => "def x\\nDEF y\\n"})
       iex> ExBashkit.Sandbox.grep(sandbox, "def", path: "/src", case_sensitive: false)
-      {:ok, [%{path: "a.ex", line_number: 1, line: "def x"}, %{path: "a.ex", line_number: 2, line: "DEF y"}]}
+      {:ok, [%{path: "/src/a.ex", line_number: 1, line: "def x"}, %{path: "/src/a.ex", line_number: 2, line: "DEF y"}]}
   """
   @spec grep(t(), String.t(), keyword()) ::
           {:ok, [Search.match()]} | {:error, String.t() | {:invalid_regex, String.t(), nil}}
@@ -378,6 +387,7 @@ defmodule ExBashkit.Sandbox do
       ]
 
       case guarded(fn -> Search.grep(session, pattern, search_opts) end) do
+        {:ok, matches} -> {:ok, grep_paths(state, Keyword.get(opts, :path), path, matches)}
         {:error, {:invalid_regex, message}} -> {:error, {:invalid_regex, message, nil}}
         other -> other
       end
@@ -386,7 +396,9 @@ defmodule ExBashkit.Sandbox do
 
   @doc """
   Mount host directory `host_path` at `vfs_path` now (Condukt's argument
-  order), in the sandbox's `:mount_mode` (read-only by default), with every
+  order), in the sandbox's `:mount_mode` (read-write by default, as
+  Condukt's Virtual sandbox mounts; `mount_mode: :read_only` at `init/1`
+  for mounts scripts cannot write), with every
   check `:mounts` has at `init/1`. `:ok` or `{:error, message}`.
   See `ExBashkit.Session.mount/4`.
   """
@@ -400,6 +412,36 @@ defmodule ExBashkit.Sandbox do
 
   def mount(%__MODULE__{}, host_path, vfs_path),
     do: {:error, "paths must be strings, got: #{inspect({host_path, vfs_path})}"}
+
+  # An absolute pattern with no `:cwd` is searched from `/`, so that its
+  # paths come back absolute (as Condukt's own sandboxes answer).
+  defp glob_cwd(_state, "/" <> _, nil), do: {:ok, nil}
+  defp glob_cwd(state, _pattern, cwd), do: resolve(state, cwd || state.base_cwd)
+
+  # An absolute `:path` gives absolute paths (`path` being where the search
+  # ran: its matches are relative to it, or its name if it is a file).
+  defp grep_paths(state, "/" <> _, path, matches) do
+    base =
+      if match?({:ok, %{type: :file}}, Session.stat(state.session, path)),
+        do: Path.dirname(path),
+        else: path
+
+    Enum.map(matches, &%{&1 | path: VfsPath.join(base, &1.path)})
+  end
+
+  defp grep_paths(_state, _relative, _path, matches), do: matches
+
+  defp known(opts, valid, fun) do
+    case Enum.find(opts, fn {key, _} -> key not in valid end) do
+      nil ->
+        :ok
+
+      {key, _} ->
+        {:error,
+         "unknown #{fun} option #{inspect(key)} (valid: " <>
+           Enum.map_join(valid, ", ", &inspect/1) <> ")"}
+    end
+  end
 
   # -- exec helpers -------------------------------------------------------------
 

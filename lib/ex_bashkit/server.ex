@@ -96,7 +96,7 @@ defmodule ExBashkit.Server do
   require Logger
 
   alias ExBashkit.Server.{Checkpoints, Naming, Op}
-  alias ExBashkit.{Result, Session}
+  alias ExBashkit.{Error, Result, Session}
 
   @server_keys [:name, :checkpoint, :node, :checkpoint_id, :handoff_from]
   @remote_timeout 30_000
@@ -224,8 +224,9 @@ defmodule ExBashkit.Server do
 
   @doc """
   Run `script` on the server's session: the options and results of
-  `ExBashkit.Session.exec/3`. The call waits as long as the exec may run
-  (its `:timeout_ms`, counted from its arrival at the server).
+  `ExBashkit.Session.exec/3` (`{:error, message}` on a failure; `run/3`
+  gives it as `%ExBashkit.Error{}`). The call waits as long as the exec may
+  run (its `:timeout_ms`, counted from its arrival at the server).
 
   ## Examples
 
@@ -234,16 +235,50 @@ defmodule ExBashkit.Server do
       iex> {:ok, %ExBashkit.Result{stdout: "/tmp 1\\n"}} = ExBashkit.Server.exec(pid, "echo $(pwd) $x")
   """
   @spec exec(server(), String.t(), [Session.exec_option()]) ::
-          {:ok, Result.t()} | {:error, ExBashkit.Error.t() | term()}
-  def exec(server, script, opts \\ []) when is_binary(script) and is_list(opts),
+          {:ok, Result.t()} | {:error, String.t()}
+  def exec(server, script, opts \\ []), do: Error.to_message(run(server, script, opts))
+
+  @doc """
+  Run `script` like `exec/3`, answering a failure as data, as
+  `ExBashkit.Session.run/3` does: `{:ok, %ExBashkit.Result{}}` or
+  `{:error, %ExBashkit.Error{}}`.
+
+  ## Examples
+
+      iex> {:ok, pid} = ExBashkit.Server.start_link()
+      iex> {:error, error} = ExBashkit.Server.run(pid, "if then fi")
+      iex> error.reason
+      :parse
+  """
+  @spec run(server(), String.t(), [Session.exec_option()]) ::
+          {:ok, Result.t()} | {:error, Error.t()}
+  def run(server, script, opts \\ []) when is_binary(script) and is_list(opts),
     do: call(server, {:exec, script, opts})
+
+  @doc """
+  Like `exec/3` (the answer of `run/3`), but returns the result or raises
+  `ExBashkit.Error`.
+
+  ## Examples
+
+      iex> {:ok, pid} = ExBashkit.Server.start_link()
+      iex> ExBashkit.Server.exec!(pid, "echo hi").stdout
+      "hi\\n"
+  """
+  @spec exec!(server(), String.t(), [Session.exec_option()]) :: Result.t()
+  def exec!(server, script, opts \\ []) do
+    case run(server, script, opts) do
+      {:ok, result} -> result
+      {:error, error} -> raise error
+    end
+  end
 
   @doc """
   Run `script` like `exec/3` and return a lazy stream of its output, as
   `ExBashkit.Session.stream/3` does: `{:stdout, chunk}`, `{:stderr, chunk}`,
-  then `{:exit, code}` or `{:error, %ExBashkit.Error{}}`. Halting the stream
+  then `{:exit, code}` or `{:error, message}`. Halting the stream
   early cancels the script. If the server dies meanwhile, the stream ends
-  with `{:error, %ExBashkit.Error{}}` too.
+  with `{:error, message}` too.
 
   ## Examples
 
@@ -255,7 +290,7 @@ defmodule ExBashkit.Server do
           Enumerable.t(
             {:stdout | :stderr, binary()}
             | {:exit, integer()}
-            | {:error, ExBashkit.Error.t()}
+            | {:error, String.t()}
           )
   def stream(server, script, opts \\ []) when is_binary(script) and is_list(opts) do
     if Keyword.has_key?(opts, :stream_to),
@@ -284,13 +319,12 @@ defmodule ExBashkit.Server do
         {[{kind, chunk}], acc}
 
       {:DOWN, ^mon, :process, _, reason} ->
-        {[{:error, ExBashkit.Error.from_message("ExBashkit.Server exited: #{inspect(reason)}")}],
-         :done}
+        {[{:error, "ExBashkit.Server exited: #{inspect(reason)}"}], :done}
     end
   end
 
   defp final({:ok, %Result{exit_code: code}}), do: [{:exit, code}]
-  defp final({:error, message}), do: [{:error, message}]
+  defp final({:error, error}), do: [Error.to_message({:error, error})]
   defp final({:"$ex_bashkit_raise", exception}), do: raise(exception)
 
   # Halted early: cancel the script and wait for its end, so that nothing of
@@ -331,19 +365,19 @@ defmodule ExBashkit.Server do
   def cancel(server), do: GenServer.call(server, :cancel)
 
   @doc """
-  The session's shell state (see `ExBashkit.Session.state/2`), or
-  `{:error, message}`.
+  The session's shell state (see `ExBashkit.Session.state/2`):
+  `{:ok, state}` or `{:error, message}`.
 
   ## Examples
 
       iex> {:ok, pid} = ExBashkit.Server.start_link()
       iex> {:ok, _} = ExBashkit.Server.exec(pid, "export A=1; cd /tmp")
-      iex> state = ExBashkit.Server.state(pid)
+      iex> {:ok, state} = ExBashkit.Server.state(pid)
       iex> {state.env["A"], state.cwd}
       {"1", "/tmp"}
   """
-  @spec state(server()) :: map() | {:error, String.t()}
-  def state(server), do: call(server, :state)
+  @spec state(server()) :: {:ok, map()} | {:error, String.t()}
+  def state(server), do: Error.to_message(call(server, :state))
 
   @doc """
   Put the session back in the state its options built (see
@@ -358,7 +392,7 @@ defmodule ExBashkit.Server do
       iex> {:ok, %ExBashkit.Result{stdout: "\\n"}} = ExBashkit.Server.exec(pid, "echo $X")
   """
   @spec reset(server()) :: :ok | {:error, String.t()}
-  def reset(server), do: call(server, :reset)
+  def reset(server), do: Error.to_message(call(server, :reset))
 
   @doc """
   A snapshot of the session (see `ExBashkit.Session.snapshot/2` for the
@@ -372,11 +406,14 @@ defmodule ExBashkit.Server do
       true
   """
   @spec snapshot(server(), [Session.snapshot_option()]) :: {:ok, binary()} | {:error, String.t()}
-  def snapshot(server, opts \\ []) when is_list(opts), do: call(server, {:snapshot, opts})
+  def snapshot(server, opts \\ []) when is_list(opts),
+    do: Error.to_message(call(server, {:snapshot, opts}))
 
   @doc """
   Restore `bytes` from a snapshot into the server's session (see
-  `ExBashkit.Session.restore/3`). Returns `:ok` or `{:error, message}`.
+  `ExBashkit.Session.restore/3`). Returns `{:ok, server}` (the `server`
+  given), as `ExBashkit.Session.restore/3` returns the session, or
+  `{:error, message}`.
 
   ## Examples
 
@@ -384,13 +421,13 @@ defmodule ExBashkit.Server do
       iex> {:ok, _} = ExBashkit.Server.exec(a, "x=7")
       iex> {:ok, bytes} = ExBashkit.Server.snapshot(a)
       iex> {:ok, b} = ExBashkit.Server.start_link()
-      iex> ExBashkit.Server.restore(b, bytes)
-      :ok
+      iex> {:ok, ^b} = ExBashkit.Server.restore(b, bytes)
       iex> {:ok, %ExBashkit.Result{stdout: "7\\n"}} = ExBashkit.Server.exec(b, "echo $x")
   """
-  @spec restore(server(), binary(), [{:key, binary()}]) :: :ok | {:error, String.t()}
-  def restore(server, bytes, opts \\ []) when is_binary(bytes) and is_list(opts),
-    do: call(server, {:restore, bytes, opts})
+  @spec restore(server(), binary(), [{:key, binary()}]) :: {:ok, server()} | {:error, String.t()}
+  def restore(server, bytes, opts \\ []) when is_binary(bytes) and is_list(opts) do
+    with :ok <- Error.to_message(call(server, {:restore, bytes, opts})), do: {:ok, server}
+  end
 
   @doc """
   Read a file of the session (see `ExBashkit.Session.read_file/2`).
@@ -489,7 +526,7 @@ defmodule ExBashkit.Server do
   @spec migrate(server(), node()) :: {:ok, pid()} | {:error, term()}
   def migrate(server, node) when is_atom(node), do: call(server, {:migrate, node})
 
-  defp fs(server, fun, args), do: call(server, {:fs, fun, args})
+  defp fs(server, fun, args), do: Error.to_message(call(server, {:fs, fun, args}))
 
   defp call(server, request, retries \\ 3) do
     case GenServer.call(server, request, :infinity) do

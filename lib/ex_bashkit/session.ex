@@ -312,7 +312,7 @@ defmodule ExBashkit.Session do
   `wget -q -O -`; a bundle such as `-sL` is ignored.
   """
 
-  alias ExBashkit.{Backend, Result}
+  alias ExBashkit.{Backend, Error, Result}
   alias ExBashkit.Session.{Exec, Fs, Options, Trash}
 
   @enforce_keys [:resource]
@@ -439,22 +439,25 @@ defmodule ExBashkit.Session do
   Any env/cwd/filesystem/function changes the script makes persist for the
   next call. Returns `{:ok, %ExBashkit.Result{}}` on success (a non-zero
   `exit_code` is still `{:ok, ...}`, just like a real shell) or
-  `{:error, %ExBashkit.Error{}}` if the script could not be parsed, exceeded a
-  limit, timed out, was cancelled, or the interpreter itself failed. The
-  error's `:reason` says which (`:parse`, `:limit` with the `:limits` key in
-  `:limit`, `:timeout`, `:cancelled`, `:internal`, ...), and its `:stdout` and
-  `:stderr` hold what the script wrote before it stopped. The session stays
-  usable either way.
+  `{:error, message}` if the script could not be parsed, exceeded a limit,
+  timed out, was cancelled, or the interpreter itself failed. The session
+  stays usable either way.
 
-  Options:
+  `run/3` is the same call answering `{:error, %ExBashkit.Error{}}`: the
+  reason as an atom, the `:limits` key to raise, and what the script wrote
+  before it stopped. Agents and anything that branches on the failure
+  should call `run/3`; `message` here is that error's `:message`.
+
+  Options (the same for `run/3`, `stream/3` and `exec_async/3`):
 
     * `:stdin` - iodata fed to the script's standard input.
     * `:timeout_ms` - a wall-clock limit for this call (positive integer),
       counted from the call (time queued behind other execs of the session
       included). The session's own `:timeout_ms` limit still applies; the
-      tighter one wins. Past it: `{:error, %ExBashkit.Error{reason: :timeout}}`
-      (`limit: nil` for this option, `limit: :timeout_ms` for the session's),
-      with the output written until then. `:infinity` means no per-call
+      tighter one wins. Past it the call fails with a timeout
+      (`%ExBashkit.Error{reason: :timeout}` from `run/3`, `limit: nil` for
+      this option, `limit: :timeout_ms` for the session's), with the output
+      written until then. `:infinity` means no per-call
       limit. A script that has not stopped a second past its deadline (a
       command that never reaches a command boundary, or a worker too busy
       to run it) is answered then, with the output written so far. In a
@@ -473,8 +476,11 @@ defmodule ExBashkit.Session do
       call's deadline (a cut listing makes `changes.complete` `false`).
       Default `false`.
 
-  `cancel/1` from any process stops the running exec; it then returns
-  `{:error, %ExBashkit.Error{reason: :cancelled}}`.
+  An unknown option raises `ArgumentError` naming the valid ones; so does a
+  first argument that is not a session.
+
+  `cancel/1` from any process stops the running exec; it then fails with
+  `"execution cancelled ..."` (`reason: :cancelled` from `run/3`).
 
   ## Examples
 
@@ -490,15 +496,47 @@ defmodule ExBashkit.Session do
       "SHOUT\\n"
 
       iex> session = ExBashkit.Session.new()
-      iex> {:error, error} = ExBashkit.Session.exec(session, "echo partial; sleep 5", timeout_ms: 1_000)
-      iex> {error.reason, error.stdout}
-      {:timeout, "partial\\n"}
+      iex> {:error, message} = ExBashkit.Session.exec(session, "if then fi")
+      iex> message =~ "parse error"
+      true
   """
   @spec exec(t(), String.t(), [exec_option()] | map()) ::
-          {:ok, Result.t()} | {:error, ExBashkit.Error.t()}
+          {:ok, Result.t()} | {:error, String.t()}
   def exec(session, script, opts \\ [])
 
-  def exec(%__MODULE__{} = session, script, opts), do: Exec.run(session, script, opts)
+  def exec(%__MODULE__{} = session, script, opts),
+    do: Error.to_message(run(session, script, opts))
+
+  def exec(other, _script, _opts), do: not_a_session!(other, "exec/3")
+
+  @doc """
+  Run `script` like `exec/3`, answering a failure as data:
+  `{:ok, %ExBashkit.Result{}}` or `{:error, %ExBashkit.Error{}}`.
+
+  The error's `:reason` says what happened (`:parse`, `:limit` with the
+  `:limits` key in `:limit`, `:timeout`, `:cancelled`, `:crashed`, `:lost`,
+  `:internal`; see `ExBashkit.Error`), and its `:stdout` and `:stderr` hold
+  what the script wrote before it stopped: what an agent's tool call
+  reports back to its model. Takes the options of `exec/3`.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new()
+      iex> {:error, error} = ExBashkit.Session.run(session, "echo partial; sleep 5", timeout_ms: 1_000)
+      iex> {error.reason, error.stdout}
+      {:timeout, "partial\\n"}
+
+      iex> session = ExBashkit.Session.new(limits: [max_loop_iterations: 10])
+      iex> {:error, error} = ExBashkit.Session.run(session, "while true; do :; done")
+      iex> {error.reason, error.limit}
+      {:limit, :max_loop_iterations}
+  """
+  @spec run(t(), String.t(), [exec_option()] | map()) ::
+          {:ok, Result.t()} | {:error, Error.t()}
+  def run(session, script, opts \\ [])
+
+  def run(%__MODULE__{} = session, script, opts), do: Exec.run(session, script, opts)
+  def run(other, _script, _opts), do: not_a_session!(other, "run/3")
 
   @doc """
   Run `script` like `exec/3` and return a lazy `Stream` of its output.
@@ -506,9 +544,10 @@ defmodule ExBashkit.Session do
   The script starts when the stream is first consumed, in the consuming
   process. The stream yields `{:stdout, chunk}` and `{:stderr, chunk}` as the
   script produces them, then ends with `{:exit, exit_code}`, or with
-  `{:error, %ExBashkit.Error{}}` if the script could not run to completion
-  (its `:stdout`/`:stderr` repeat what was already streamed). Halting the
-  stream early (e.g. `Enum.take/2`) cancels the script.
+  `{:error, message}` if the script could not run to completion (as
+  `exec/3` fails). Halting the stream early (e.g. `Enum.take/2`) cancels
+  the script. For the failure as data, `run/3` with `:stream_to` streams
+  the output as messages and answers `{:error, %ExBashkit.Error{}}`.
 
   Accepts the options of `exec/3` except `:stream_to`.
 
@@ -522,11 +561,15 @@ defmodule ExBashkit.Session do
           Enumerable.t(
             {:stdout | :stderr, binary()}
             | {:exit, integer()}
-            | {:error, ExBashkit.Error.t()}
+            | {:error, String.t()}
           )
   def stream(session, script, opts \\ [])
 
-  def stream(%__MODULE__{} = session, script, opts), do: Exec.stream(session, script, opts)
+  def stream(%__MODULE__{} = session, script, opts) do
+    session |> Exec.stream(script, opts) |> Stream.map(&Error.to_message/1)
+  end
+
+  def stream(other, _script, _opts), do: not_a_session!(other, "stream/3")
 
   @doc """
   Start `script` like `exec/3` without waiting for it: returns `{:ok, ref}` at
@@ -569,6 +612,8 @@ defmodule ExBashkit.Session do
 
   def exec_async(%__MODULE__{} = session, script, opts),
     do: ExBashkit.Session.Async.start(session, script, opts)
+
+  def exec_async(other, _script, _opts), do: not_a_session!(other, "exec_async/3")
 
   @doc """
   Stop the exec started by `exec_async/3` as `ref`, from any process.
@@ -627,16 +672,14 @@ defmodule ExBashkit.Session do
 
   @doc """
   The session's shell state as a plain map, taken between scripts (it waits
-  for a running exec to end).
+  for a running exec to end): `{:ok, state}` or `{:error, message}`.
 
-  `%{env: %{name => value}, variables: %{name => value}, cwd: path,
+  `state` is `%{env: %{name => value}, variables: %{name => value}, cwd: path,
   functions: [name], aliases: %{name => expansion}, last_exit_code: integer,
   fs_usage: %{bytes: n, files: n, dirs: n}}`.
   `env` holds exported variables; `variables` every shell variable (exported
   ones too, and bash's own such as `PWD`). `fs_usage` is the filesystem's use
   of the `:max_fs_bytes` and `:max_files` limits (see "Resource limits").
-  A run-time failure returns
-  `{:error, message}` instead of the map.
 
   ## Lifecycle calls
 
@@ -657,28 +700,39 @@ defmodule ExBashkit.Session do
     * Errors: `{:error, message}` for run-time failures (timeout,
       re-entrancy, a worker process that died, a rejected snapshot);
       `ArgumentError` for programmer errors (unknown or malformed options,
-      a term that is not a session of this node).
+      a term that is not a session of this node). The conventions of every
+      call are in the README's "Return shapes" table.
 
   ## Examples
 
       iex> session = ExBashkit.Session.new()
       iex> {:ok, _} = ExBashkit.Session.exec(session, "export A=1; b=2; cd /tmp; f() { :; }; alias l=ls; false")
-      iex> state = ExBashkit.Session.state(session)
+      iex> {:ok, state} = ExBashkit.Session.state(session)
       iex> {state.env["A"], state.variables["b"], state.cwd, state.functions, state.aliases, state.last_exit_code}
       {"1", "2", "/tmp", ["f"], %{"l" => "ls"}, 1}
   """
   @spec state(t(), [lifecycle_option()]) ::
-          %{
-            env: %{optional(String.t()) => String.t()},
-            variables: %{optional(String.t()) => String.t()},
-            cwd: String.t(),
-            functions: [String.t()],
-            aliases: %{optional(String.t()) => String.t()},
-            last_exit_code: integer()
-          }
+          {:ok,
+           %{
+             env: %{optional(String.t()) => String.t()},
+             variables: %{optional(String.t()) => String.t()},
+             cwd: String.t(),
+             functions: [String.t()],
+             aliases: %{optional(String.t()) => String.t()},
+             last_exit_code: integer(),
+             fs_usage: %{
+               bytes: non_neg_integer(),
+               files: non_neg_integer(),
+               dirs: non_neg_integer()
+             }
+           }}
           | {:error, String.t()}
-  def state(%__MODULE__{} = session, opts \\ []),
-    do: ExBashkit.Session.Lifecycle.state(session, opts)
+  def state(session, opts \\ [])
+
+  def state(%__MODULE__{} = session, opts),
+    do: Error.to_message(ExBashkit.Session.Lifecycle.state(session, opts))
+
+  def state(other, _opts), do: not_a_session!(other, "state/2")
 
   @doc """
   Mount host directory `host_path` at `vfs_path` while the session lives,
@@ -719,7 +773,7 @@ defmodule ExBashkit.Session do
   """
   @spec mount(t(), Path.t(), Path.t(), mount_mode()) :: :ok | {:error, String.t()}
   def mount(%__MODULE__{} = session, vfs_path, host_path, mode \\ :read_only),
-    do: ExBashkit.Session.Mounts.mount(session, vfs_path, host_path, mode)
+    do: Error.to_message(ExBashkit.Session.Mounts.mount(session, vfs_path, host_path, mode))
 
   @doc """
   Remove the host mount at `vfs_path`, whether `new/1` or `mount/4` made it.
@@ -737,7 +791,7 @@ defmodule ExBashkit.Session do
   """
   @spec unmount(t(), Path.t()) :: :ok | {:error, String.t()}
   def unmount(%__MODULE__{} = session, vfs_path),
-    do: ExBashkit.Session.Mounts.unmount(session, vfs_path)
+    do: Error.to_message(ExBashkit.Session.Mounts.unmount(session, vfs_path))
 
   @doc """
   Put the session back in the state `new/1` built: its `:env`, `:cwd` and
@@ -762,7 +816,7 @@ defmodule ExBashkit.Session do
   """
   @spec reset(t(), [lifecycle_option()]) :: :ok | {:error, String.t()}
   def reset(%__MODULE__{} = session, opts \\ []),
-    do: ExBashkit.Session.Lifecycle.reset(session, opts)
+    do: Error.to_message(ExBashkit.Session.Lifecycle.reset(session, opts))
 
   @doc """
   Read the contents of `path` from the session's virtual filesystem.
@@ -782,7 +836,7 @@ defmodule ExBashkit.Session do
       {:ok, "result\\n"}
   """
   @spec read_file(t(), Path.t()) :: {:ok, binary()} | {:error, String.t()}
-  def read_file(%__MODULE__{} = session, path), do: Fs.read_file(session, path)
+  def read_file(session, path), do: Error.to_message(Fs.read_file(session, path))
 
   @doc """
   Write `content` (any `t:iodata/0`) to `path` in the session's virtual
@@ -803,8 +857,8 @@ defmodule ExBashkit.Session do
       "welcome\\n"
   """
   @spec write_file(t(), Path.t(), iodata()) :: :ok | {:error, String.t()}
-  def write_file(%__MODULE__{} = session, path, content),
-    do: Fs.write_file(session, path, content)
+  def write_file(session, path, content),
+    do: Error.to_message(Fs.write_file(session, path, content))
 
   @doc """
   List the entries of directory `path` in the session's filesystem.
@@ -821,7 +875,7 @@ defmodule ExBashkit.Session do
       {:ok, [{"a.txt", :file}]}
   """
   @spec list_dir(t(), Path.t()) :: {:ok, [{String.t(), fs_type()}]} | {:error, String.t()}
-  def list_dir(%__MODULE__{} = session, path), do: Fs.list_dir(session, path)
+  def list_dir(session, path), do: Error.to_message(Fs.list_dir(session, path))
 
   @doc """
   Create directory `path` in the session's filesystem.
@@ -843,7 +897,7 @@ defmodule ExBashkit.Session do
       {:ok, %{type: :dir, size: 0}}
   """
   @spec mkdir(t(), Path.t(), [{:parents, boolean()}]) :: :ok | {:error, String.t()}
-  def mkdir(%__MODULE__{} = session, path, opts \\ []), do: Fs.mkdir(session, path, opts)
+  def mkdir(session, path, opts \\ []), do: Error.to_message(Fs.mkdir(session, path, opts))
 
   @doc """
   Remove `path` from the session's filesystem.
@@ -863,7 +917,7 @@ defmodule ExBashkit.Session do
       :ok
   """
   @spec remove(t(), Path.t(), [{:recursive, boolean()}]) :: :ok | {:error, String.t()}
-  def remove(%__MODULE__{} = session, path, opts \\ []), do: Fs.remove(session, path, opts)
+  def remove(session, path, opts \\ []), do: Error.to_message(Fs.remove(session, path, opts))
 
   @doc """
   Rename/move `from` to `to` within the session's filesystem.
@@ -879,7 +933,7 @@ defmodule ExBashkit.Session do
       {:ok, "x"}
   """
   @spec rename(t(), Path.t(), Path.t()) :: :ok | {:error, String.t()}
-  def rename(%__MODULE__{} = session, from, to), do: Fs.rename(session, from, to)
+  def rename(session, from, to), do: Error.to_message(Fs.rename(session, from, to))
 
   @doc """
   Return metadata for `path` in the session's filesystem.
@@ -899,7 +953,7 @@ defmodule ExBashkit.Session do
   """
   @spec stat(t(), Path.t()) ::
           {:ok, %{type: fs_type(), size: non_neg_integer()}} | {:error, String.t()}
-  def stat(%__MODULE__{} = session, path), do: Fs.stat(session, path)
+  def stat(session, path), do: Error.to_message(Fs.stat(session, path))
 
   # -- soft delete --------------------------------------------------------------
 
@@ -919,7 +973,8 @@ defmodule ExBashkit.Session do
 
   Each entry has the `:path` it had, the `:trash_path` it has now
   (`<trash>/<n>_<name>`), `:deleted_at` (unix seconds), `:type` and `:size`.
-  `{:error, :no_soft_delete}` for a session without `:soft_delete`.
+  `{:error, message}` for a session without `:soft_delete` (the error of
+  `trash!/1` has `reason: :not_supported`).
 
   ## Examples
 
@@ -929,15 +984,16 @@ defmodule ExBashkit.Session do
       iex> {entry.path, entry.trash_path, entry.type}
       {"/notes.txt", "/.trash/1_notes.txt", :file}
   """
-  @spec trash(t()) :: {:ok, [trash_entry()]} | {:error, :no_soft_delete | String.t()}
-  def trash(%__MODULE__{} = session), do: Trash.trash(session)
+  @spec trash(t()) :: {:ok, [trash_entry()]} | {:error, String.t()}
+  def trash(session), do: Error.to_message(Trash.trash(session))
 
   @doc """
   Put the most recently trashed entry of `original_path` back where it was
-  (missing parent directories are created). `{:error, :enoent}` if nothing in
-  the trash came from that path; `{:error, :eexist}` if something is at that
-  path again: nothing changes then (remove it first, which trashes it, to
-  swap the two). `{:error, :no_soft_delete}` without `:soft_delete`.
+  (missing parent directories are created). `:ok` or `{:error, message}`:
+  if nothing in the trash came from that path (`reason: :not_found` in
+  `undelete!/2`'s error), if something is at that path again
+  (`reason: :exists`; nothing changes then: remove it first, which trashes
+  it, to swap the two), or without `:soft_delete` (`:not_supported`).
 
   ## Examples
 
@@ -947,12 +1003,13 @@ defmodule ExBashkit.Session do
       :ok
       iex> ExBashkit.Session.read_file(session, "/f")
       {:ok, "v2\\n"}
-      iex> ExBashkit.Session.undelete(session, "/f")
-      {:error, :eexist}
+      iex> {:error, message} = ExBashkit.Session.undelete(session, "/f")
+      iex> message
+      "/f: something is at this path again; remove it first"
   """
-  @spec undelete(t(), Path.t()) ::
-          :ok | {:error, :enoent | :eexist | :no_soft_delete | String.t()}
-  def undelete(%__MODULE__{} = session, original_path), do: Trash.undelete(session, original_path)
+  @spec undelete(t(), Path.t()) :: :ok | {:error, String.t()}
+  def undelete(session, original_path),
+    do: Error.to_message(Trash.undelete(session, original_path))
 
   # -- snapshot / restore -----------------------------------------------------
 
@@ -1017,9 +1074,12 @@ defmodule ExBashkit.Session do
       true
   """
   @spec snapshot(t(), [snapshot_option()]) :: {:ok, binary()} | {:error, String.t()}
-  def snapshot(%__MODULE__{} = session, opts \\ []) do
-    ExBashkit.Session.Snapshot.take(session, opts)
-  end
+  def snapshot(session, opts \\ [])
+
+  def snapshot(%__MODULE__{} = session, opts),
+    do: Error.to_message(ExBashkit.Session.Snapshot.take(session, opts))
+
+  def snapshot(other, _opts), do: not_a_session!(other, "snapshot/2")
 
   @doc """
   Restore state captured by `snapshot/2` into `session`, returning
@@ -1074,14 +1134,7 @@ defmodule ExBashkit.Session do
           {:ok, t()} | {:error, String.t()}
   def restore(session, bytes, opts \\ [])
 
-  def restore(%__MODULE__{} = session, bytes, opts) when is_binary(bytes) do
-    with :ok <- ExBashkit.Session.Snapshot.restore(session, bytes, opts), do: {:ok, session}
-  end
-
-  def restore(%__MODULE__{}, bytes, _opts) do
-    raise ArgumentError,
-          "restore/3: the snapshot must be a binary from snapshot/2, got: #{inspect(bytes, limit: 5)}"
-  end
+  def restore(session, bytes, opts), do: Error.to_message(restore_session(session, bytes, opts))
 
   @doc """
   The filesystem at `path` (default `"/"`) as a tar archive:
@@ -1112,14 +1165,28 @@ defmodule ExBashkit.Session do
       {:ok, "x"}
   """
   @spec export_tar(t(), Path.t(), [{:gzip, boolean()}]) :: {:ok, binary()} | {:error, String.t()}
-  def export_tar(%__MODULE__{} = session, path \\ "/", opts \\ []) do
-    ExBashkit.Session.Tar.export(session, path, opts)
+  def export_tar(%__MODULE__{} = session, path \\ "/", opts \\ []),
+    do: Error.to_message(ExBashkit.Session.Tar.export(session, path, opts))
+
+  defp restore_session(%__MODULE__{} = session, bytes, opts) when is_binary(bytes) do
+    with :ok <- ExBashkit.Session.Snapshot.restore(session, bytes, opts), do: {:ok, session}
   end
 
+  defp restore_session(%__MODULE__{}, bytes, _opts) do
+    raise ArgumentError,
+          "restore/3: the snapshot must be a binary from snapshot/2, got: #{inspect(bytes, limit: 5)}"
+  end
+
+  defp restore_session(other, _bytes, _opts), do: not_a_session!(other, "restore/3")
+
   # -- bang variants ------------------------------------------------------------
+  #
+  # Each raises the `%ExBashkit.Error{}` its structured call answers (the
+  # reason set where the failure happened, never read from its message).
 
   @doc """
-  Like `exec/3`, but returns the result or raises `ExBashkit.Error`.
+  Like `exec/3` (the answer of `run/3`), but returns the result or raises
+  `ExBashkit.Error`.
 
   ## Examples
 
@@ -1128,10 +1195,11 @@ defmodule ExBashkit.Session do
       "hi\\n"
   """
   @spec exec!(t(), String.t(), [exec_option()]) :: Result.t()
-  def exec!(session, script, opts \\ []), do: bang!(exec(session, script, opts))
+  def exec!(session, script, opts \\ []), do: bang!(run(session, script, opts))
 
   @doc """
-  Like `read_file/2`, but returns the contents or raises `ExBashkit.Error`.
+  Like `read_file/2`, but returns the contents or raises `ExBashkit.Error`
+  (`reason: :not_found` for a missing file).
 
   ## Examples
 
@@ -1140,7 +1208,7 @@ defmodule ExBashkit.Session do
       "x"
   """
   @spec read_file!(t(), Path.t()) :: binary()
-  def read_file!(session, path), do: bang!(read_file(session, path))
+  def read_file!(session, path), do: bang!(Fs.read_file(session, path))
 
   @doc """
   Like `write_file/3`, but returns `:ok` or raises `ExBashkit.Error`.
@@ -1152,7 +1220,71 @@ defmodule ExBashkit.Session do
       :ok
   """
   @spec write_file!(t(), Path.t(), iodata()) :: :ok
-  def write_file!(session, path, content), do: bang!(write_file(session, path, content))
+  def write_file!(session, path, content), do: bang!(Fs.write_file(session, path, content))
+
+  @doc """
+  Like `stat/2`, but returns the metadata or raises `ExBashkit.Error`
+  (`reason: :not_found` for a missing path).
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new(files: %{"/a" => "xy"})
+      iex> ExBashkit.Session.stat!(session, "/a")
+      %{type: :file, size: 2}
+  """
+  @spec stat!(t(), Path.t()) :: %{type: fs_type(), size: non_neg_integer()}
+  def stat!(session, path), do: bang!(Fs.stat(session, path))
+
+  @doc """
+  Like `list_dir/2`, but returns the entries or raises `ExBashkit.Error`.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new(files: %{"/d/a" => "x"})
+      iex> ExBashkit.Session.list_dir!(session, "/d")
+      [{"a", :file}]
+  """
+  @spec list_dir!(t(), Path.t()) :: [{String.t(), fs_type()}]
+  def list_dir!(session, path), do: bang!(Fs.list_dir(session, path))
+
+  @doc """
+  Like `state/2`, but returns the state or raises `ExBashkit.Error`.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new(cwd: "/tmp")
+      iex> ExBashkit.Session.state!(session).cwd
+      "/tmp"
+  """
+  @spec state!(t(), [lifecycle_option()]) :: map()
+  def state!(session, opts \\ []), do: bang!(ExBashkit.Session.Lifecycle.state(session, opts))
+
+  @doc """
+  Like `trash/1`, but returns the entries or raises `ExBashkit.Error`
+  (`reason: :not_supported` without `:soft_delete`).
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new(soft_delete: true)
+      iex> ExBashkit.Session.trash!(session)
+      []
+  """
+  @spec trash!(t()) :: [trash_entry()]
+  def trash!(session), do: bang!(Trash.trash(session))
+
+  @doc """
+  Like `undelete/2`, but returns `:ok` or raises `ExBashkit.Error`
+  (`reason: :not_found`, `:exists` or `:not_supported`).
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new(soft_delete: true)
+      iex> error = catch_error(ExBashkit.Session.undelete!(session, "/never"))
+      iex> error.reason
+      :not_found
+  """
+  @spec undelete!(t(), Path.t()) :: :ok
+  def undelete!(session, original_path), do: bang!(Trash.undelete(session, original_path))
 
   @doc """
   Like `snapshot/2`, but returns the bytes or raises `ExBashkit.Error`.
@@ -1164,10 +1296,35 @@ defmodule ExBashkit.Session do
       true
   """
   @spec snapshot!(t(), [snapshot_option()]) :: binary()
-  def snapshot!(session, opts \\ []), do: bang!(snapshot(session, opts))
+  def snapshot!(session, opts \\ []), do: bang!(ExBashkit.Session.Snapshot.take(session, opts))
 
-  defp bang!(:ok), do: :ok
-  defp bang!({:ok, value}), do: value
-  defp bang!({:error, %ExBashkit.Error{} = error}), do: raise(error)
-  defp bang!({:error, message}), do: raise(ExBashkit.Error.from_message(message))
+  @doc """
+  Like `restore/3`, but returns the session or raises `ExBashkit.Error`.
+
+  ## Examples
+
+      iex> bytes = ExBashkit.Session.snapshot!(ExBashkit.Session.new(env: [A: "1"]))
+      iex> session = ExBashkit.Session.restore!(ExBashkit.Session.new(), bytes)
+      iex> ExBashkit.Session.exec!(session, "echo $A").stdout
+      "1\\n"
+  """
+  @spec restore!(t(), binary(), [{:key, binary()} | lifecycle_option()]) :: t()
+  def restore!(session, bytes, opts \\ []), do: bang!(restore_session(session, bytes, opts))
+
+  defp bang!(answer) do
+    case Error.structured(answer) do
+      :ok -> :ok
+      {:ok, value} -> value
+      {:error, error} -> raise error
+    end
+  end
+
+  @doc false
+  # A call's first argument that is not a session: the programmer's error.
+  @spec not_a_session!(term(), String.t()) :: no_return()
+  def not_a_session!(other, fun) do
+    raise ArgumentError,
+          "ExBashkit.Session.#{fun}: the first argument must be a session from new/1, got: " <>
+            inspect(other, limit: 5)
+  end
 end

@@ -159,8 +159,8 @@ defmodule ExBashkit.Tool do
     # of the caller's setup, as before `state/2` returned errors.
     state =
       case Session.state(session) do
+        {:ok, state} -> state
         {:error, message} -> raise RuntimeError, "ExBashkit.Tool.system_prompt/1: " <> message
-        state -> state
       end
 
     info = Session.Mounts.describe(session)
@@ -287,7 +287,7 @@ defmodule ExBashkit.Tool do
     tag = make_ref()
     opts = [stream_to: {self(), tag}] ++ if(timeout, do: [timeout_ms: timeout], else: [])
     started = System.monotonic_time(:millisecond)
-    outcome = Session.exec(session, commands, opts)
+    outcome = Session.run(session, commands, opts)
     elapsed = System.monotonic_time(:millisecond) - started
     # Forwarded by this process while it waited: all in the mailbox now.
     {stdout, stderr} = drain(tag, [], [])

@@ -153,7 +153,7 @@ defmodule ExBashkit.Worker do
         reply
 
       {:DOWN, ^ref, :process, _, reason} ->
-        {:error, "worker process exited: #{inspect(reason)}"}
+        {:error, ExBashkit.Error.new(:crashed, "worker process exited: #{inspect(reason)}")}
     end
   end
 
@@ -305,7 +305,7 @@ defmodule ExBashkit.Worker do
   end
 
   def handle_info({:ex_bashkit_reply, {:rebuild, sid}, {:error, message}}, state) do
-    lost = Map.put(state.lost, sid, "session lost and not rebuilt: " <> message)
+    lost = Map.put(state.lost, sid, lost("session lost and not rebuilt: ", message))
     {:noreply, %{state | lost: lost}}
   end
 
@@ -684,7 +684,11 @@ defmodule ExBashkit.Worker do
   # The worker is gone: answer everything in flight, then start a new one
   # and rebuild the sessions that lived there.
   defp crashed(state, why) do
-    message = "worker process crashed (#{why}); the exec in flight was lost"
+    message =
+      ExBashkit.Error.new(
+        :crashed,
+        "worker process crashed (#{why}); the exec in flight was lost"
+      )
 
     busy =
       for {_id, route} <- state.routes, reduce: MapSet.new() do
@@ -699,8 +703,10 @@ defmodule ExBashkit.Worker do
       end
 
     lost_message =
-      "session lost: its worker process crashed (#{why}) while the session was idle; " <>
+      lost(
+        "session lost: its worker process crashed (#{why}) while the session was idle; ",
         "it was rebuilt from its new/1 configuration, so its state since then is gone"
+      )
 
     lost =
       for {sid, _config} <- state.sessions,
@@ -748,8 +754,13 @@ defmodule ExBashkit.Worker do
         end)
 
       {:error, message} ->
-        lost = for {sid, _} <- state.sessions, into: state.lost, do: {sid, message}
+        error = lost("session lost: its worker process could not be restarted: ", message)
+        lost = for {sid, _} <- state.sessions, into: state.lost, do: {sid, error}
         %{state | lost: lost}
     end
   end
+
+  # The error a lost session's next call gets: `prefix` and why.
+  defp lost(prefix, %ExBashkit.Error{message: message}), do: lost(prefix, message)
+  defp lost(prefix, why) when is_binary(why), do: ExBashkit.Error.new(:lost, prefix <> why)
 end

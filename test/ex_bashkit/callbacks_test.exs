@@ -175,7 +175,7 @@ defmodule ExBashkit.CallbacksTest do
 
     test "a per-call timeout and cancel/1 still stop a builtin that hangs", %{s: s} do
       assert {:error, %ExBashkit.Error{reason: :timeout, stdout: "<a>"}} =
-               Session.exec(s, "tag a; hang; tag b", timeout_ms: 1_000)
+               Session.run(s, "tag a; hang; tag b", timeout_ms: 1_000)
 
       assert_received {:hanging, _}
       assert run!(s, "tag again").stdout == "<again>"
@@ -215,7 +215,7 @@ defmodule ExBashkit.CallbacksTest do
           builtins: %{
             "again" => fn _ ->
               itself = Agent.get(holder, & &1)
-              send(parent, {:reentry, Session.exec(itself, "echo nested")})
+              send(parent, {:reentry, Session.run(itself, "echo nested")})
               {:ok, "done\n"}
             end
           },

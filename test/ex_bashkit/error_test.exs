@@ -14,7 +14,7 @@ defmodule ExBashkit.ErrorTest do
         s = Session.new(limits: [max_commands: 2])
 
         assert {:error, %Error{reason: :limit, limit: :max_commands, stdout: "a\n"}} =
-                 Session.exec(s, script)
+                 Session.run(s, script)
 
         assert {:ok, %Result{stdout: "alive\n"}} = Session.exec(s, "echo alive")
       end
@@ -24,7 +24,7 @@ defmodule ExBashkit.ErrorTest do
       s = Session.new()
 
       assert {:error, %Error{reason: :timeout, limit: nil, stdout: "partial\n"} = error} =
-               Session.exec(s, "echo partial; echo oops >&2; sleep 5", timeout_ms: 1_000)
+               Session.run(s, "echo partial; echo oops >&2; sleep 5", timeout_ms: 1_000)
 
       assert error.stderr == "oops\n"
       assert error.exit_code == nil
@@ -36,7 +36,7 @@ defmodule ExBashkit.ErrorTest do
       s = Session.new(limits: [timeout_ms: 1_000])
 
       assert {:error, %Error{reason: :timeout, limit: :timeout_ms, stdout: "a\n"} = error} =
-               Session.exec(s, "echo a; sleep 5")
+               Session.run(s, "echo a; sleep 5")
 
       assert error.message =~ "raise limits: [timeout_ms: ...]"
     end
@@ -45,7 +45,7 @@ defmodule ExBashkit.ErrorTest do
       s = Session.new(limits: [max_loop_iterations: 3])
 
       assert {:error, %Error{reason: :limit, limit: :max_loop_iterations} = error} =
-               Session.exec(s, "echo start; for i in 1 2 3 4 5; do echo $i; done")
+               Session.run(s, "echo start; for i in 1 2 3 4 5; do echo $i; done")
 
       assert String.starts_with?(error.stdout, "start\n")
       assert error.message =~ "raise limits: [max_loop_iterations: ...]"
@@ -56,7 +56,7 @@ defmodule ExBashkit.ErrorTest do
       assert {:ok, _} = Session.exec(s, "true")
 
       assert {:error, %Error{reason: :limit, limit: :max_exec_calls} = error} =
-               Session.exec(s, "true")
+               Session.run(s, "true")
 
       assert error.message =~ "max_exec_calls"
     end
@@ -65,7 +65,7 @@ defmodule ExBashkit.ErrorTest do
       s = Session.new()
 
       assert {:error, %Error{reason: :parse, limit: nil, stdout: "", stderr: ""}} =
-               Session.exec(s, "echo never; if then fi")
+               Session.run(s, "echo never; if then fi")
     end
 
     test "cancel/1: :cancelled with the output so far" do
@@ -74,7 +74,7 @@ defmodule ExBashkit.ErrorTest do
 
       task =
         Task.async(fn ->
-          Session.exec(s, "echo before; sleep 10", stream_to: parent)
+          Session.run(s, "echo before; sleep 10", stream_to: parent)
         end)
 
       assert_receive {:ex_bashkit_output, {:stdout, "before\n"}}, 5_000
@@ -83,19 +83,19 @@ defmodule ExBashkit.ErrorTest do
       assert {:error, %Error{reason: :cancelled, stdout: "before\n"}} = Task.await(task, 5_000)
     end
 
-    test "stream/3 ends with the error struct" do
+    test "stream/3 ends with the error's message, as the seed's exec fails" do
       s = Session.new()
 
       events = s |> Session.stream("echo one; sleep 5", timeout_ms: 1_000) |> Enum.to_list()
 
-      assert [{:stdout, "one\n"}, {:error, %Error{reason: :timeout, stdout: "one\n"}}] = events
+      assert [{:stdout, "one\n"}, {:error, "execution timed out after 1000 ms" <> _}] = events
     end
 
     test "refusals before the script runs are structs too" do
       s = Session.new()
 
       assert {:error, %Error{reason: :internal, message: "script is not valid UTF-8"}} =
-               Session.exec(s, <<0xFF>>)
+               Session.run(s, <<0xFF>>)
     end
 
     test "exec!/3 raises the same struct" do
@@ -124,12 +124,12 @@ defmodule ExBashkit.ErrorTest do
       assert {:ok, %Result{stdout: "IN\n"}} = ExBashkit.exec("tr a-z A-Z", stdin: "in\n")
 
       assert {:error, %Error{reason: :timeout, stdout: "one\n"}} =
-               ExBashkit.exec("echo one; sleep 5", timeout_ms: 1_000)
+               ExBashkit.run("echo one; sleep 5", timeout_ms: 1_000)
 
       assert {:error, %Error{reason: :limit, limit: :max_commands}} =
-               ExBashkit.exec("echo 1; echo 2; echo 3", %{limits: [max_commands: 1]})
+               ExBashkit.run("echo 1; echo 2; echo 3", %{limits: [max_commands: 1]})
 
-      assert {:error, %Error{reason: :parse}} = ExBashkit.exec("if then fi")
+      assert {:error, %Error{reason: :parse}} = ExBashkit.run("if then fi")
     end
   end
 
@@ -174,7 +174,7 @@ defmodule ExBashkit.ErrorTest do
 
       for i <- 1..30 do
         {:ok, ref} = Session.exec_async(s, "m=#{i}")
-        assert Session.state(s).variables["m"] == Integer.to_string(i)
+        assert Session.state!(s).variables["m"] == Integer.to_string(i)
         assert_receive {:ex_bashkit, ^ref, {:ok, %Result{exit_code: 0}}}, 5_000
       end
     end
@@ -346,7 +346,7 @@ defmodule ExBashkit.ErrorTest do
   describe "filesystem quotas" do
     test "max_files: the write past it fails, usage is in state/1" do
       # A fresh session already has a few files (/etc, /home): count them.
-      %{files: base, bytes: base_bytes} = Session.state(Session.new()).fs_usage
+      %{files: base, bytes: base_bytes} = Session.state!(Session.new()).fs_usage
       s = Session.new(limits: [max_files: base + 3])
 
       assert {:ok, %Result{} = r} =
@@ -354,7 +354,7 @@ defmodule ExBashkit.ErrorTest do
 
       assert r.stdout == "failed 4\n"
       assert r.stderr != ""
-      assert %{files: files, bytes: bytes} = Session.state(s).fs_usage
+      assert %{files: files, bytes: bytes} = Session.state!(s).fs_usage
       assert {files, bytes} == {base + 3, base_bytes + 6}
     end
 
@@ -367,7 +367,7 @@ defmodule ExBashkit.ErrorTest do
       assert {:ok, %Result{exit_code: 0}} = Session.exec(s, "printf 0123456789 > /c")
       assert {:ok, %Result{exit_code: e}} = Session.exec(s, "printf 0123456789 > /d")
       assert e != 0
-      assert Session.state(s).fs_usage.bytes - base_bytes() == 20
+      assert Session.state!(s).fs_usage.bytes - base_bytes() == 20
       assert {:error, _} = Session.write_file(s, "/e", String.duplicate("x", 11))
     end
 
@@ -392,7 +392,7 @@ defmodule ExBashkit.ErrorTest do
       s = Session.new()
 
       {:ok, _} = Session.exec(s, "false")
-      assert Session.state(s).last_exit_code == 1
+      assert Session.state!(s).last_exit_code == 1
       assert {:ok, %Result{stdout: "0\n"}} = Session.exec(s, "echo $?")
 
       {:ok, _} = Session.exec(s, "set -euo pipefail; trap 'echo bye' EXIT")
@@ -404,7 +404,7 @@ defmodule ExBashkit.ErrorTest do
     end
   end
 
-  defp base_bytes, do: Session.state(Session.new()).fs_usage.bytes
+  defp base_bytes, do: Session.state!(Session.new()).fs_usage.bytes
 
   defmodule Owner do
     @moduledoc false

@@ -219,7 +219,7 @@ defmodule ExBashkit.PythonTest do
     test "an infinite loop ends with an error within the session timeout" do
       s = Session.new(python: true, limits: [timeout_ms: 500])
       started = System.monotonic_time(:millisecond)
-      result = Session.exec(s, "python3 -c 'while True:\n    pass'")
+      result = Session.run(s, "python3 -c 'while True:\n    pass'")
       elapsed = System.monotonic_time(:millisecond) - started
 
       case result do
@@ -260,7 +260,7 @@ defmodule ExBashkit.PythonTest do
       assert run!(s, "for i in $(seq 1 50); do python3 -c 'pass'; done; echo ok").stdout == "ok\n"
 
       assert {:error, %{message: message}} =
-               Session.exec(s, "for i in $(seq 1 150); do python3 -c 'pass'; done")
+               Session.run(s, "for i in $(seq 1 150); do python3 -c 'pass'; done")
 
       assert message =~ "work units"
       # One python run doing the whole loop is the way around it.

@@ -179,6 +179,15 @@ defmodule ExBashkit.SandboxTest do
       assert Facade.exec(sb, "pwd; echo $x; f") == {:ok, %{output: "/tmp\n1\nfn\n", exit_code: 0}}
     end
 
+    test "an unknown option is refused, naming the valid ones" do
+      sb = sandbox!()
+
+      assert {:error, "unknown exec/3 option :timeout_ms (valid: :cwd, :env, :timeout)"} =
+               Facade.exec(sb, "echo never", timeout_ms: 100)
+
+      assert {:ok, %{output: "ok\n"}} = Facade.exec(sb, "echo ok", timeout: 5_000)
+    end
+
     test "a timeout is {:error, :timeout} and the sandbox stays usable" do
       sb = sandbox!(persistent: true)
       {:ok, _} = Facade.exec(sb, "kept=yes")
@@ -288,7 +297,16 @@ defmodule ExBashkit.SandboxTest do
       agent = MapFs.start(%{"/t.txt" => "TODO: api\n"})
       sb = sandbox!(mounts: [{host, "/repo", :readonly}], virtual_fs: %{"/api" => {MapFs, agent}})
 
-      assert Facade.glob(sb, "/repo/**/*.py") == {:ok, ["repo/src/app.py", "repo/src/ok.py"]}
+      # An absolute pattern or :path gives absolute paths (Condukt's answers).
+      assert Facade.glob(sb, "/repo/**/*.py") == {:ok, ["/repo/src/app.py", "/repo/src/ok.py"]}
+      assert Facade.glob(sb, "repo/**/*.py") == {:ok, ["repo/src/app.py", "repo/src/ok.py"]}
+
+      assert {:ok, [%{path: "/repo/src/app.py"}]} = Facade.grep(sb, "TODO", path: "/repo")
+
+      assert {:ok, [%{path: "/repo/src/app.py"}]} =
+               Facade.grep(sb, "TODO", path: "/repo/src/app.py")
+
+      assert {:ok, [%{path: "src/app.py"}]} = Facade.grep(sb, "TODO", path: "repo")
 
       assert {:ok, [%{path: "repo/src/app.py"}, %{path: "api/t.txt"}] = matches} =
                Facade.grep(sb, "TODO", glob: "*.{py,txt}") |> sort_paths_desc()
@@ -300,10 +318,9 @@ defmodule ExBashkit.SandboxTest do
   describe "mount/3" do
     test "mounts at runtime with the checks of :mounts" do
       host = HostDir.create!(%{"late.txt" => "late\n"})
-      sb = sandbox!(cwd: "/w")
+      sb = sandbox!(cwd: "/w", mount_mode: :read_only)
       assert Facade.mount(sb, host, "extra") == :ok
       assert Facade.read(sb, "/w/extra/late.txt") == {:ok, "late\n"}
-      # Read-only by default.
       assert {:ok, %{exit_code: code}} = Facade.exec(sb, "echo x > extra/new.txt")
       assert code != 0
       assert {:error, _} = Facade.mount(sb, host, "extra")
@@ -311,8 +328,9 @@ defmodule ExBashkit.SandboxTest do
       assert {:error, _} = Facade.mount(sb, Path.join(host, "missing"), "/m")
       assert {:error, _} = Facade.mount(sb, host, "/")
 
+      # Read-write by default, as Condukt's Virtual sandbox mounts.
       rw = HostDir.create!()
-      sb = sandbox!(mount_mode: :read_write)
+      sb = sandbox!()
       assert Facade.mount(sb, rw, "/rw") == :ok
       assert {:ok, %{exit_code: 0}} = Facade.exec(sb, "echo w > /rw/w.txt")
       assert File.read!(Path.join(rw, "w.txt")) == "w\n"

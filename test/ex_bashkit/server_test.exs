@@ -50,7 +50,7 @@ defmodule ExBashkit.ServerTest do
       restarted(name, old)
 
       assert {:ok, %Result{stdout: "|/||\n"}} = Server.exec(name, @probe)
-      state = Server.state(name)
+      {:ok, state} = Server.state(name)
       assert state.aliases == %{}
       assert state.functions == []
     end
@@ -66,7 +66,7 @@ defmodule ExBashkit.ServerTest do
       assert new != old
 
       assert {:ok, %Result{stdout: "blue|/work|kept|hello x\n"}} = Server.exec(name, @probe)
-      state = Server.state(name)
+      {:ok, state} = Server.state(name)
       assert state.aliases == %{"ll" => "ls -1"}
       assert "greet" in state.functions
       assert {:ok, "kept\n"} = Server.read_file(name, "/work/data.txt")
@@ -148,7 +148,7 @@ defmodule ExBashkit.ServerTest do
         )
 
       assert {:error, %{message: message}} =
-               Server.exec(pid, "while true; do :; done", timeout_ms: 200)
+               Server.run(pid, "while true; do :; done", timeout_ms: 200)
 
       assert message =~ "timed out"
       assert {:ok, %Result{stdout: "ok\n"}} = Server.exec(pid, "echo ok")
@@ -208,7 +208,7 @@ defmodule ExBashkit.ServerTest do
           ]
         )
 
-      task = Task.async(fn -> Server.exec(pid, "while true; do :; done") end)
+      task = Task.async(fn -> Server.run(pid, "while true; do :; done") end)
 
       # This once failed in process mode: cancel/1 never saw the
       # loop running. If the exec ended on its own, say how.
@@ -247,7 +247,7 @@ defmodule ExBashkit.ServerTest do
       assert {:ok, _} = Server.exec(a, @stateful)
       assert {:ok, bytes} = Server.snapshot(a, key: "k")
       assert {:error, _} = Server.restore(b, bytes)
-      assert :ok = Server.restore(b, bytes, key: "k")
+      assert {:ok, ^b} = Server.restore(b, bytes, key: "k")
       assert {:ok, %Result{stdout: "blue|/work|kept|hello x\n"}} = Server.exec(b, @probe)
       assert :ok = Server.reset(b)
       assert {:ok, %Result{stdout: "|/||\n"}} = Server.exec(b, @probe)

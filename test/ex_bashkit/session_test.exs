@@ -48,7 +48,7 @@ defmodule ExBashkit.SessionTest do
     test "parse error" do
       s = Session.new()
       run!(s, "x=kept")
-      assert {:error, %{message: "parse error" <> _}} = Session.exec(s, "if then")
+      assert {:error, %{message: "parse error" <> _}} = Session.run(s, "if then")
       assert run!(s, "echo $x").stdout == "kept\n"
     end
 
@@ -56,7 +56,7 @@ defmodule ExBashkit.SessionTest do
       s = Session.new(limits: [max_commands: 5])
 
       assert {:error, %{message: message}} =
-               Session.exec(s, "for i in 1 2 3 4 5 6 7 8; do :; done")
+               Session.run(s, "for i in 1 2 3 4 5 6 7 8; do :; done")
 
       assert message =~ "maximum command count exceeded"
       assert message =~ "max_commands"
@@ -66,15 +66,14 @@ defmodule ExBashkit.SessionTest do
     test "scripts that are not valid UTF-8 are rejected" do
       s = Session.new()
 
-      assert {:error, %{message: "script is not valid UTF-8"}} =
-               Session.exec(s, <<"echo ", 0xC3>>)
+      assert {:error, %{message: "script is not valid UTF-8"}} = Session.run(s, <<"echo ", 0xC3>>)
 
       long = String.duplicate("echo fine; ", 100) <> <<0xC3>>
 
       assert {:error, %{message: "script is not valid UTF-8"}} =
-               Session.exec(s, long, stdin: "x", timeout_ms: 1_000)
+               Session.run(s, long, stdin: "x", timeout_ms: 1_000)
 
-      assert [error: %{message: "script is not valid UTF-8"}] =
+      assert [error: "script is not valid UTF-8"] =
                s |> Session.stream(<<"echo ", 0xC3>>) |> Enum.to_list()
 
       assert run!(s, "echo fine").stdout == "fine\n"
@@ -84,7 +83,10 @@ defmodule ExBashkit.SessionTest do
       s = Session.new()
       assert_raise ArgumentError, ~r/must be a string/, fn -> Session.exec(s, 42) end
       assert_raise ArgumentError, ~r/charlist/, fn -> Session.exec(s, ~c"echo") end
-      assert_raise FunctionClauseError, fn -> Session.exec(:not_a_session, "echo") end
+
+      assert_raise ArgumentError, ~r/must be a session/, fn ->
+        Session.exec(:not_a_session, "echo")
+      end
 
       assert_raise ArgumentError, ~r/unknown exec option/, fn ->
         Session.exec(s, "echo", bogus: 1)
@@ -99,7 +101,7 @@ defmodule ExBashkit.SessionTest do
   describe "deep recursion runs on the library's own stacks" do
     test "infinite function recursion ends in a depth error" do
       s = Session.new()
-      assert {:error, %{message: message}} = Session.exec(s, "f() { f; }; f")
+      assert {:error, %{message: message}} = Session.run(s, "f() { f; }; f")
       assert message =~ "maximum function depth exceeded"
       assert run!(s, "echo alive").stdout == "alive\n"
     end
@@ -116,12 +118,12 @@ defmodule ExBashkit.SessionTest do
       nested = Enum.reduce(1..200, "echo x", fn _, acc -> "$(#{acc})" end)
 
       assert {:error, %{message: "parse error: AST nesting too deep" <> _}} =
-               Session.exec(s, "echo " <> nested)
+               Session.run(s, "echo " <> nested)
 
       subshells = String.duplicate("( ", 200) <> "echo x" <> String.duplicate(" )", 200)
 
       assert {:error, %{message: "parse error: AST nesting too deep" <> _}} =
-               Session.exec(s, subshells)
+               Session.run(s, subshells)
 
       assert run!(s, "echo alive").stdout == "alive\n"
     end
@@ -140,7 +142,7 @@ defmodule ExBashkit.SessionTest do
         )
 
       started = System.monotonic_time(:millisecond)
-      assert {:error, %{message: message}} = Session.exec(s, "while true; do :; done")
+      assert {:error, %{message: message}} = Session.run(s, "while true; do :; done")
       elapsed = System.monotonic_time(:millisecond) - started
       assert message =~ "timeout"
       # Bounded, not a benchmark: far below "ran until something else broke".
@@ -150,7 +152,7 @@ defmodule ExBashkit.SessionTest do
 
     test "string doubling ends with an error instead of eating the machine" do
       s = Session.new(limits: [timeout_ms: 2_000])
-      assert {:error, %{message: message}} = Session.exec(s, "x=a; while true; do x=$x$x; done")
+      assert {:error, %{message: message}} = Session.run(s, "x=a; while true; do x=$x$x; done")
       assert message =~ ~r/memory|timeout/
       assert run!(s, "echo alive").stdout == "alive\n"
     end

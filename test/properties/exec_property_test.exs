@@ -35,7 +35,7 @@ defmodule ExBashkit.Properties.ExecTest do
   property "random bytes, to exec/2 and ExBashkit.exec/1", quick: 100, heavy: 5_000 do
     forall(Gen.bytes(), fn bytes ->
       case bounded(
-             fn -> {Session.exec(Session.new(@limits), bytes), ExBashkit.exec(bytes)} end,
+             fn -> {Session.run(Session.new(@limits), bytes), ExBashkit.run(bytes)} end,
              @case_bound_ms
            ) do
         {:ok, {a, b}} -> well_formed!(a) and well_formed!(b)
@@ -51,7 +51,7 @@ defmodule ExBashkit.Properties.ExecTest do
       fn {stdin, script} ->
         {:ok, result} =
           bounded(
-            fn -> Session.exec(Session.new(@limits), script, stdin: stdin) end,
+            fn -> Session.run(Session.new(@limits), script, stdin: stdin) end,
             @case_bound_ms
           )
 
@@ -65,8 +65,8 @@ defmodule ExBashkit.Properties.ExecTest do
     case bounded(
            fn ->
              s = Session.new(@limits)
-             outcomes = Enum.map(scripts, &Session.exec(s, &1))
-             {outcomes, Session.exec(s, "echo alive")}
+             outcomes = Enum.map(scripts, &Session.run(s, &1))
+             {outcomes, Session.run(s, "echo alive")}
            end,
            @case_bound_ms
          ) do

@@ -66,7 +66,7 @@ defmodule ExBashkit.Properties.OptionsTest do
         :argument_error
 
       %Session{} ->
-        case Session.exec(session, "echo ok") do
+        case Session.run(session, "echo ok") do
           {:ok, %Result{}} -> :session_ok
           {:error, %ExBashkit.Error{message: message}} when is_binary(message) -> :session_ok
         end

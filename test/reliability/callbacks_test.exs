@@ -14,7 +14,7 @@ defmodule ExBashkit.Reliability.CallbacksTest do
   @bound_ms 30_000
 
   defp bounded_exec(session, script) do
-    task = Task.async(fn -> Session.exec(session, script) end)
+    task = Task.async(fn -> Session.run(session, script) end)
 
     case Task.yield(task, @bound_ms) || Task.shutdown(task, :brutal_kill) do
       {:ok, outcome} -> outcome

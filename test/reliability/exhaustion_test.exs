@@ -37,7 +37,7 @@ defmodule ExBashkit.Reliability.ExhaustionTest do
   defp bounded_exec(script, opts \\ []) do
     s = Session.new(opts)
     started = System.monotonic_time(:millisecond)
-    task = Task.async(fn -> Session.exec(s, script) end)
+    task = Task.async(fn -> Session.run(s, script) end)
 
     outcome =
       case Task.yield(task, @bound_ms) || Task.shutdown(task, :brutal_kill) do
@@ -312,7 +312,7 @@ defmodule ExBashkit.Reliability.ExhaustionTest do
     test "huge stdin" do
       s = Session.new()
 
-      case Session.exec(s, "wc -c", stdin: :binary.copy("z", 50_000_000)) do
+      case Session.run(s, "wc -c", stdin: :binary.copy("z", 50_000_000)) do
         {:ok, r} -> assert r.stdout == "50000000\n"
         {:error, %{message: message}} -> assert message =~ "limit"
       end

@@ -24,7 +24,7 @@ defmodule ExBashkit.Reliability.KnownIssuesTest do
   @tag timeout: 60_000
   test "a background job that outlives the timeout poisons the session" do
     s = Session.new(limits: [timeout_ms: 500])
-    assert {:error, %{message: message}} = Session.exec(s, "sleep 1000 & wait")
+    assert {:error, %{message: message}} = Session.run(s, "sleep 1000 & wait")
     assert message =~ "timeout"
     assert {:ok, %Result{stdout: "alive\n"}} = Session.exec(s, "echo alive")
   end

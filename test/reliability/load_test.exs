@@ -84,7 +84,7 @@ defmodule ExBashkit.Reliability.LoadTest do
             script = Enum.at(@scripts, rem(w + i, length(@scripts)))
             if i == dies_at, do: send(killer, {:about_to_exec, self()})
 
-            case Session.exec(session, script) do
+            case Session.run(session, script) do
               {:ok, %Result{}} -> :ok
               {:error, %ExBashkit.Error{message: message}} when is_binary(message) -> :ok
               other -> exit({:bad_outcome, script, other})

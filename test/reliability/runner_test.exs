@@ -70,7 +70,7 @@ defmodule ExBashkit.Reliability.RunnerTest do
     assert {:ok, %Result{stdout: "50\n"}} = Session.exec(s, short)
 
     parent = self()
-    caller = spawn(fn -> send(parent, {:ended, Session.exec(s, @forever, timeout_ms: 3_000)}) end)
+    caller = spawn(fn -> send(parent, {:ended, Session.run(s, @forever, timeout_ms: 3_000)}) end)
 
     Health.wait_until(
       fn -> Health.waiting?(caller) end,
@@ -99,7 +99,7 @@ defmodule ExBashkit.Reliability.RunnerTest do
       parent = self()
 
       caller =
-        spawn(fn -> send(parent, {:ended, Session.exec(s, "echo hi", timeout_ms: 3_000)}) end)
+        spawn(fn -> send(parent, {:ended, Session.run(s, "echo hi", timeout_ms: 3_000)}) end)
 
       Health.wait_until(
         fn -> Health.waiting?(caller) end,

@@ -37,7 +37,7 @@ defmodule ExBashkit.Security.HostEnvironmentTest do
   defp output_of(runner, script) do
     case runner.(script) do
       {:ok, %Result{stdout: out, stderr: err}} -> out <> err
-      {:error, %{message: message}} -> message
+      {:error, message} -> message
     end
   end
 

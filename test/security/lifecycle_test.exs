@@ -82,14 +82,14 @@ defmodule ExBashkit.Security.LifecycleTest do
       assert {:ok, %Result{exit_code: 0}} = release(held)
       # Neither the reset nor the restore happened later.
       assert {:ok, %Result{stdout: "1\n"}} = Session.exec(s, "echo $x")
-      assert %{variables: %{"x" => "1"}} = Session.state(s, timeout_ms: 5_000)
+      assert %{variables: %{"x" => "1"}} = Session.state!(s, timeout_ms: 5_000)
     end
 
     test "lifecycle options are checked: a bad timeout_ms is an ArgumentError" do
       s = Session.new()
 
       for bad <- [0, -1, "1", 1.5] do
-        assert_raise ArgumentError, fn -> Session.state(s, timeout_ms: bad) end
+        assert_raise ArgumentError, fn -> Session.state!(s, timeout_ms: bad) end
         assert_raise ArgumentError, fn -> Session.reset(s, timeout_ms: bad) end
         assert_raise ArgumentError, fn -> Session.snapshot(s, timeout_ms: bad) end
       end
@@ -142,7 +142,7 @@ defmodule ExBashkit.Security.LifecycleTest do
       assert {:error, message} = Session.state(s, timeout_ms: 100)
       assert is_binary(message)
       assert {:ok, _} = release(held)
-      assert %{cwd: "/"} = Session.state(s)
+      assert %{cwd: "/"} = Session.state!(s)
     end
   end
 

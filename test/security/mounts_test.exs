@@ -17,7 +17,7 @@ defmodule ExBashkit.Security.MountsTest do
   end
 
   defp out(session, script) do
-    case Session.exec(session, script) do
+    case Session.run(session, script) do
       {:ok, %Result{stdout: out, stderr: err}} -> out <> err
       {:error, %{message: message}} -> message
     end

@@ -45,7 +45,7 @@ defmodule ExBashkit.Security.SnapshotTest do
     {:ok, restored} = restore(strict, bytes)
 
     assert {:error, %ExBashkit.Error{message: message, limit: :max_commands}} =
-             Session.exec(restored, "for i in 1 2 3 4 5 6 7 8 9; do :; done")
+             Session.run(restored, "for i in 1 2 3 4 5 6 7 8 9; do :; done")
 
     assert message =~ "max_commands"
   end

@@ -339,7 +339,7 @@ defmodule ExBashkit.Test.FsModel do
   end
 
   defp sh(s, script, stdin \\ "") do
-    case Session.exec(s, script, stdin: stdin) do
+    case Session.run(s, script, stdin: stdin) do
       {:ok, %{exit_code: code, stdout: out}} -> {code, out}
       {:error, %{message: message}} -> {:exec_error, message}
     end

@@ -108,7 +108,7 @@ defmodule ExBashkit.Server.Op do
   defp do_run({:exec, script, opts}, _from, arrived_ms, session, _server) do
     case remaining(opts, arrived_ms) do
       :expired -> queue_timeout()
-      opts -> Session.exec(session, script, opts)
+      opts -> Session.run(session, script, opts)
     end
   end
 
@@ -120,22 +120,26 @@ defmodule ExBashkit.Server.Op do
         queue_timeout()
 
       opts ->
-        Session.exec(session, script, [{:stream_to, target} | opts])
+        Session.run(session, script, [{:stream_to, target} | opts])
     end
   end
 
-  defp do_run(:state, _from, _arrived, session, _server), do: Session.state(session)
-  defp do_run(:reset, _from, _arrived, session, _server), do: Session.reset(session)
+  # Every answer in its structured form (`%ExBashkit.Error{}`): the
+  # server's public calls give the message or raise it, as the session's do.
+  defp do_run(:state, _from, _arrived, session, _server),
+    do: Session.Lifecycle.state(session, [])
+
+  defp do_run(:reset, _from, _arrived, session, _server),
+    do: Session.Lifecycle.reset(session, [])
 
   defp do_run({:snapshot, opts}, _from, _arrived, session, _server),
-    do: Session.snapshot(session, opts)
+    do: Session.Snapshot.take(session, opts)
 
-  defp do_run({:restore, bytes, opts}, _from, _arrived, session, _server) do
-    with {:ok, _session} <- Session.restore(session, bytes, opts), do: :ok
-  end
+  defp do_run({:restore, bytes, opts}, _from, _arrived, session, _server),
+    do: Session.Snapshot.restore(session, bytes, opts)
 
   defp do_run({:fs, fun, args}, _from, _arrived, session, _server),
-    do: apply(Session, fun, [session | args])
+    do: apply(Session.Fs, fun, [session | args])
 
   defp remaining(opts, arrived_ms) do
     case Keyword.get(opts, :timeout_ms) do

@@ -271,7 +271,9 @@ defmodule ExBashkit.Session.Exec do
               "exec option :stream_to must be a pid or {pid, tag}, got: #{inspect(value)}"
 
       other, _ ->
-        raise ArgumentError, "unknown exec option: #{inspect(other)}"
+        raise ArgumentError,
+              "unknown exec option: #{inspect(other)} (valid: :stdin, :timeout_ms, " <>
+                ":stream_to, :track_changes)"
     end)
   end
 

@@ -4,15 +4,15 @@ defmodule ExBashkit.Session.Fs do
   # siblings: argument checks here, the request itself through
   # `ExBashkit.Backend.fs/3` (answered without waiting for the interpreter).
 
-  alias ExBashkit.{Backend, Session}
+  alias ExBashkit.{Backend, Error, Session}
 
   @doc false
-  def read_file(%Session{} = session, path) do
+  def read_file(session, path) do
     with {:ok, path} <- fs_path(path), do: fs(session, {:read, path})
   end
 
   @doc false
-  def write_file(%Session{} = session, path, content) do
+  def write_file(session, path, content) do
     content =
       case iodata_to_binary(content) do
         {:ok, bin} ->
@@ -26,31 +26,31 @@ defmodule ExBashkit.Session.Fs do
   end
 
   @doc false
-  def list_dir(%Session{} = session, path) do
+  def list_dir(session, path) do
     with {:ok, path} <- fs_path(path), do: fs(session, {:list, path})
   end
 
   @doc false
-  def mkdir(%Session{} = session, path, opts) do
+  def mkdir(session, path, opts) do
     parents = bool_opt!(opts, :parents, "mkdir/3")
     with {:ok, path} <- fs_path(path), do: fs(session, {:mkdir, path, parents})
   end
 
   @doc false
-  def remove(%Session{} = session, path, opts) do
+  def remove(session, path, opts) do
     recursive = bool_opt!(opts, :recursive, "remove/3")
     with {:ok, path} <- fs_path(path), do: fs(session, {:remove, path, recursive})
   end
 
   @doc false
-  def rename(%Session{} = session, from, to) do
+  def rename(session, from, to) do
     with {:ok, from} <- fs_path(from),
          {:ok, to} <- fs_path(to),
          do: fs(session, {:rename, from, to})
   end
 
   @doc false
-  def stat(%Session{} = session, path) do
+  def stat(session, path) do
     with {:ok, path} <- fs_path(path),
          {:ok, {type, size}} <- fs(session, {:stat, path}),
          do: {:ok, %{type: type, size: size}}
@@ -75,8 +75,13 @@ defmodule ExBashkit.Session.Fs do
   defp bool_opt!(opts, _key, fun),
     do: raise(ArgumentError, "#{fun} options must be a keyword list, got: #{inspect(opts)}")
 
+  # The answer with its error as `%ExBashkit.Error{}` (the public calls
+  # give its message, the bang variants raise it).
   defp fs(%Session{resource: resource, location: location}, request),
-    do: Backend.fs(resource, location, request)
+    do: Error.structured(Backend.fs(resource, location, request))
+
+  defp fs(other, request),
+    do: Session.not_a_session!(other, "#{elem(request, 0)} (the filesystem API)")
 
   # Filesystem API paths: strings (or charlists), rooted at `/`.
   defp fs_path(path) when is_list(path) do
@@ -88,15 +93,17 @@ defmodule ExBashkit.Session.Fs do
 
   defp fs_path(path) when is_binary(path) do
     cond do
-      not String.valid?(path) -> {:error, "#{inspect(path)}: path is not valid UTF-8"}
-      String.contains?(path, <<0>>) -> {:error, "#{inspect(path)}: path contains a NUL byte"}
-      path == "" -> {:error, "empty path"}
+      not String.valid?(path) -> refused("#{inspect(path)}: path is not valid UTF-8")
+      String.contains?(path, <<0>>) -> refused("#{inspect(path)}: path contains a NUL byte")
+      path == "" -> refused("empty path")
       String.starts_with?(path, "/") -> {:ok, path}
       true -> {:ok, "/" <> path}
     end
   end
 
   defp fs_path(path), do: raise(ArgumentError, "path must be a string, got: #{inspect(path)}")
+
+  defp refused(message), do: {:error, Error.new(:internal, message)}
 
   @doc false
   # iodata as one binary, or `:error` for a term that is not iodata (the

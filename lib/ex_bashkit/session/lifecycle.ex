@@ -5,18 +5,19 @@ defmodule ExBashkit.Session.Lifecycle do
   #
   #   * a `:timeout_ms` (default `default_timeout_ms/0`) bounds the wait for
   #     the session's turn behind a running exec; past it the call answers
-  #     `{:error, "... timed out ..."}` and never runs;
+  #     a `:timeout` error and never runs;
   #   * the caller's death cancels a call still waiting (the NIF resource's
   #     monitor, or the worker owner's, as for an exec);
   #   * a call from a builtin or `virtual_fs` backend on the very session
   #     whose script it serves would wait for the lock its own caller holds:
   #     it is refused at once, like a re-entrant exec.
   #
-  # One error model: `{:error, message}` for run-time failures (timeout,
-  # re-entrancy, a lost worker, a rejected snapshot), `ArgumentError` for
-  # programmer errors (bad options, not a session).
+  # One error model: `{:error, %ExBashkit.Error{}}` for run-time failures
+  # (timeout, re-entrancy, a lost worker, a rejected snapshot; the public
+  # calls give its message), `ArgumentError` for programmer errors (bad
+  # options, not a session).
 
-  alias ExBashkit.{Backend, Callbacks, Session}
+  alias ExBashkit.{Backend, Callbacks, Error, Session}
 
   @default_timeout_ms 60_000
   @u64_max 0xFFFF_FFFF_FFFF_FFFF
@@ -30,19 +31,15 @@ defmodule ExBashkit.Session.Lifecycle do
   def default_timeout_ms, do: @default_timeout_ms
 
   @doc false
-  @spec state(Session.t(), term()) :: map() | {:error, String.t()}
-  def state(%Session{} = session, opts) do
+  @spec state(Session.t(), term()) :: {:ok, map()} | {:error, Error.t()}
+  def state(session, opts) do
     call = options!(opts, "state/1")
-
-    case run(session, :state, [], call, "state/1") do
-      {:ok, state} -> state
-      {:error, _} = error -> error
-    end
+    run(session, :state, [], call, "state/1")
   end
 
   @doc false
-  @spec reset(Session.t(), term()) :: :ok | {:error, String.t()}
-  def reset(%Session{} = session, opts) do
+  @spec reset(Session.t(), term()) :: :ok | {:error, Error.t()}
+  def reset(session, opts) do
     call = options!(opts, "reset/1")
     run(session, :reset, [], call, "reset/1")
   end
@@ -57,16 +54,22 @@ defmodule ExBashkit.Session.Lifecycle do
 
   @doc false
   # Submit `op` with `args` and the call options, and wait for its answer.
+  # Its error is an `%ExBashkit.Error{}`.
   @spec run(Session.t(), atom(), list(), call(), String.t()) :: term()
   def run(%Session{resource: resource, location: location}, op, args, call, name) do
-    with :ok <- check_not_reentrant(resource, name) do
-      case Backend.submit(resource, location, op, args ++ [call]) do
-        {:ok, ref} -> Callbacks.await_reply(ref)
-        {:done, reply} -> reply
-        {:error, _} = error -> error
+    answer =
+      with :ok <- check_not_reentrant(resource, name) do
+        case Backend.submit(resource, location, op, args ++ [call]) do
+          {:ok, ref} -> Callbacks.await_reply(ref)
+          {:done, reply} -> reply
+          {:error, _} = error -> error
+        end
       end
-    end
+
+    Error.structured(answer)
   end
+
+  def run(other, _op, _args, _call, name), do: Session.not_a_session!(other, name)
 
   @doc false
   # `{call, other_options}`: `:timeout_ms` taken out of `opts` (a keyword

@@ -46,7 +46,7 @@ defmodule ExBashkit.Session.Mounts do
         %{info | limits: info.limits |> Enum.reject(&match?({_, nil}, &1)) |> Map.new()}
 
       {:error, message} ->
-        raise RuntimeError, "cannot describe the session: " <> message
+        raise RuntimeError, "cannot describe the session: " <> ExBashkit.Error.text(message)
     end
   end
 

@@ -338,7 +338,8 @@ defmodule ExBashkit.Session.Options do
             "`source`, functions, aliases, `/usr/bin/NAME`, `timeout`, `time`): \"command " <>
             "not found\", exit 127, and `which`/`type`/`command -v` do not list it. Custom " <>
             "`:builtins`, `:python`, `:git`, `:sqlite` and `:typescript` obey it. The shell's own builtins (`cd`, `echo`, " <>
-            "`eval`, `source`, `bash`, ...) are always there; naming one raises `ArgumentError`."
+            "`eval`, `source`, `bash`, ...) are always there: `allow:` may name them (it changes " <>
+            "nothing), and naming one in `deny:` raises `ArgumentError` (it cannot be denied)."
       },
       %{
         key: :soft_delete,

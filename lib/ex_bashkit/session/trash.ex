@@ -6,13 +6,13 @@ defmodule ExBashkit.Session.Trash do
   # through `ExBashkit.Backend.fs/3` like `read_file/2`, so both isolation
   # modes answer them the same way.
 
-  alias ExBashkit.{Backend, Session}
+  alias ExBashkit.{Backend, Error, Session}
 
   @doc false
-  def trash(%Session{} = session), do: fs(session, {:trash})
+  def trash(session), do: fs(session, {:trash})
 
   @doc false
-  def undelete(%Session{} = session, path) do
+  def undelete(session, path) do
     case path!(path) do
       {:ok, path} -> fs(session, {:undelete, path})
       error -> error
@@ -20,7 +20,9 @@ defmodule ExBashkit.Session.Trash do
   end
 
   defp fs(%Session{resource: resource, location: location}, request),
-    do: Backend.fs(resource, location, request)
+    do: Error.structured(Backend.fs(resource, location, request))
+
+  defp fs(other, request), do: Session.not_a_session!(other, "#{elem(request, 0)}")
 
   # Paths as the filesystem API takes them: rooted at `/`, normalized the
   # way the trash recorded them ("/a//b/" was trashed as "/a/b").
@@ -29,13 +31,14 @@ defmodule ExBashkit.Session.Trash do
   defp path!(path) when is_binary(path) do
     cond do
       not String.valid?(path) or String.contains?(path, <<0>>) ->
-        {:error, "#{inspect(path)}: not a valid path"}
+        {:error, Error.new(:internal, "#{inspect(path)}: not a valid path")}
 
       true ->
         segments = String.split(path, "/", trim: true) |> Enum.reject(&(&1 == "."))
 
         if ".." in segments,
-          do: {:error, "#{inspect(path)}: .. segments are not resolved here"},
+          do:
+            {:error, Error.new(:internal, "#{inspect(path)}: .. segments are not resolved here")},
           else: {:ok, "/" <> Enum.join(segments, "/")}
     end
   end

@@ -58,7 +58,7 @@ defmodule ExBashkit.Shell.Context do
   def refresh(%__MODULE__{} = ctx) do
     # A target that cannot answer now keeps the prompt it had.
     case Target.state(ctx.target) do
-      %{cwd: cwd} -> %{ctx | cwd: cwd}
+      {:ok, %{cwd: cwd}} -> %{ctx | cwd: cwd}
       {:error, _} -> ctx
     end
   end

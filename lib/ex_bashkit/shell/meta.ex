@@ -120,8 +120,8 @@ defmodule ExBashkit.Shell.Meta do
 
   defp describe_state(ctx) do
     case Target.state(ctx.target) do
+      {:ok, state} -> describe_state(ctx, state)
       {:error, message} -> ["state unavailable: #{message}\n"]
-      state -> describe_state(ctx, state)
     end
   end
 

@@ -14,8 +14,8 @@ defprotocol ExBashkit.Shell.Target do
           {:ok, ExBashkit.Result.t()} | {:error, ExBashkit.Error.t() | term()}
   def exec(target, script, opts)
 
-  @doc "The shell state map of `ExBashkit.Session.state/2`, or `{:error, message}`."
-  @spec state(t()) :: map() | {:error, String.t()}
+  @doc "`{:ok, state}` of `ExBashkit.Session.state/2`, or `{:error, message}`."
+  @spec state(t()) :: {:ok, map()} | {:error, String.t()}
   def state(target)
 
   @doc "Back to the state the target was built with (`ExBashkit.Session.reset/1`)."
@@ -53,5 +53,8 @@ defimpl ExBashkit.Shell.Target, for: PID do
   def state(server), do: Server.state(server)
   def reset(server), do: Server.reset(server)
   def snapshot(server, opts), do: Server.snapshot(server, opts)
-  def restore(server, bytes, opts), do: Server.restore(server, bytes, opts)
+
+  def restore(server, bytes, opts) do
+    with {:ok, _same} <- Server.restore(server, bytes, opts), do: :ok
+  end
 end

@@ -9,6 +9,7 @@
 //! (`Partial`): an agent told "timed out" also needs what ran.
 
 pub(crate) mod bashkit_errors;
+pub(crate) mod reason;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -18,6 +19,7 @@ use parking_lot::Mutex;
 use rustler::{Atom, Encoder, Env, Term};
 
 use crate::fs::changes::Changes;
+use crate::result::reason::{error_value, Reason};
 use crate::run::reply::Payload;
 use crate::run::watchdog::ExecTicket;
 use crate::term::value::Value;
@@ -121,7 +123,7 @@ impl Partial {
 /// let it finish, the message, and the output written before it stopped.
 #[derive(Debug, Default)]
 pub struct ExecFailure {
-    pub reason: &'static str,
+    pub reason: Reason,
     pub limit: Option<&'static str>,
     pub message: String,
     pub stdout: Vec<u8>,
@@ -132,7 +134,7 @@ impl ExecFailure {
     /// A failure with no output (before the script ran, or a panic).
     pub fn internal(message: String) -> Self {
         Self {
-            reason: "internal",
+            reason: Reason::Internal,
             message,
             ..Self::default()
         }
@@ -149,22 +151,13 @@ impl ExecFailure {
 impl Payload for ExecFailure {
     /// `{:error, %ExBashkit.Error{}}`.
     fn to_value(&self) -> Value {
-        Value::tuple([
-            Value::atom("error"),
-            Value::map([
-                ("__struct__", Value::atom("Elixir.ExBashkit.Error")),
-                ("__exception__", true.into()),
-                ("reason", Value::atom(self.reason)),
-                (
-                    "limit",
-                    self.limit.map(Value::atom).unwrap_or_else(Value::nil),
-                ),
-                ("message", self.message.clone().into()),
-                ("stdout", Value::bin(&self.stdout)),
-                ("stderr", Value::bin(&self.stderr)),
-                ("exit_code", Value::nil()),
-            ]),
-        ])
+        error_value(
+            self.reason,
+            self.limit,
+            &self.message,
+            &self.stdout,
+            &self.stderr,
+        )
     }
 }
 
@@ -188,7 +181,7 @@ impl ExecOutcome {
         let failure = match result {
             Ok(result) => return ExecOutcome::Ok(Box::new(result), changes, metrics),
             Err(_) if ticket.timed_out() => ExecFailure {
-                reason: "timeout",
+                reason: Reason::Timeout,
                 message: format!(
                     "execution timed out after {} ms (exec option :timeout_ms)",
                     timeout_ms.unwrap_or_default()
@@ -196,7 +189,7 @@ impl ExecOutcome {
                 ..ExecFailure::default()
             },
             Err(_) if ticket.was_cancelled() => ExecFailure {
-                reason: "cancelled",
+                reason: Reason::Cancelled,
                 message: "execution cancelled by cancel/1".to_string(),
                 ..ExecFailure::default()
             },
@@ -210,7 +203,7 @@ impl ExecOutcome {
     pub fn stopped(ticket: &ExecTicket, timeout_ms: Option<u64>) -> Self {
         let failure = if ticket.timed_out() {
             ExecFailure {
-                reason: "timeout",
+                reason: Reason::Timeout,
                 message: format!(
                     "execution timed out after {} ms (exec option :timeout_ms), waiting for \
                      the session's running exec to end",
@@ -220,7 +213,7 @@ impl ExecOutcome {
             }
         } else {
             ExecFailure {
-                reason: "cancelled",
+                reason: Reason::Cancelled,
                 message: "execution cancelled before it ran".to_string(),
                 ..ExecFailure::default()
             }
@@ -232,7 +225,7 @@ impl ExecOutcome {
     /// wrote (`ExecTicket::answer_cancelled`; the Worker's words for it).
     pub fn cancelled_running((stdout, stderr): OutputSoFar) -> Self {
         ExecOutcome::Failed(Box::new(ExecFailure {
-            reason: "cancelled",
+            reason: Reason::Cancelled,
             message: "execution cancelled by cancel/1 (the script did not stop by itself)"
                 .to_string(),
             stdout,
@@ -255,15 +248,15 @@ impl ExecOutcome {
 
 fn classify(error: &Error) -> ExecFailure {
     let (reason, limit) = match error {
-        Error::Parse { .. } => ("parse", None),
-        Error::Cancelled => ("cancelled", None),
+        Error::Parse { .. } => (Reason::Parse, None),
+        Error::Cancelled => (Reason::Cancelled, None),
         Error::ResourceLimit(limit) => match bashkit_errors::limit_key(limit) {
-            Some("timeout_ms") => ("timeout", Some("timeout_ms")),
-            key => ("limit", key),
+            Some("timeout_ms") => (Reason::Timeout, Some("timeout_ms")),
+            key => (Reason::Limit, key),
         },
         other => match bashkit_errors::session_limit_key(other) {
-            Some(key) => ("limit", Some(key)),
-            None => ("internal", None),
+            Some(key) => (Reason::Limit, Some(key)),
+            None => (Reason::Internal, None),
         },
     };
     ExecFailure {

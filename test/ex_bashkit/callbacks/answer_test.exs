@@ -165,7 +165,7 @@ defmodule ExBashkit.Callbacks.AnswerTest do
 
     test "when the exec times out" do
       s = Session.new(builtins: %{"block" => blocking_builtin(self())})
-      assert {:error, %{message: message}} = Session.exec(s, "block", timeout_ms: 1_000)
+      assert {:error, %{message: message}} = Session.run(s, "block", timeout_ms: 1_000)
       assert message =~ "timed out"
       assert_received {:handler, handler}
       refute Process.alive?(handler)
@@ -175,7 +175,7 @@ defmodule ExBashkit.Callbacks.AnswerTest do
 
     test "when the exec is cancelled" do
       s = Session.new(builtins: %{"block" => blocking_builtin(self())})
-      task = Task.async(fn -> Session.exec(s, "block; echo after") end)
+      task = Task.async(fn -> Session.run(s, "block; echo after") end)
       assert_receive {:handler, handler}, 5_000
       assert Session.cancel(s) == :ok
       assert {:error, %{message: message}} = Task.await(task, 5_000)

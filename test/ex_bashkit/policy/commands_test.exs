@@ -369,12 +369,17 @@ defmodule ExBashkit.Policy.CommandsTest do
       end
     end
 
-    test "a shell builtin cannot be named: the shell is always there" do
+    test "a shell builtin cannot be denied; an allowlist may name it" do
       for name <- ["eval", "source", "bash", "sh", "cd", "echo", "command", "."] do
         error = assert_raise ArgumentError, fn -> Session.new(commands: [deny: [name]]) end
-        assert error.message =~ "shell"
-        assert_raise ArgumentError, fn -> Session.new(commands: [allow: ["cat", name]]) end
+        assert error.message =~ "cannot be denied"
+        assert %Session{} = Session.new(commands: [allow: ["cat", name]])
       end
+
+      # As allowlists are usually written: the builtins named, the rest gone.
+      s = Session.new(commands: [allow: ["echo", "cat", "cd", "grep"]])
+      {:ok, result} = Session.exec(s, "echo hi | cat; cd /tmp; ls; echo $?")
+      assert result.stdout == "hi\n127\n"
     end
 
     test "the session options of Sandbox, Server and Pool take it too" do

@@ -66,7 +66,7 @@ defmodule ExBashkit.Run.WarmTest do
       assert {:ok, %Result{exit_code: 0}} = Session.exec(default, "echo a | sed s/a/b/")
 
       assert {:error, %ExBashkit.Error{reason: :limit}} =
-               Session.exec(limited, "for i in 1 2 3 4 5; do :; done")
+               Session.run(limited, "for i in 1 2 3 4 5; do :; done")
 
       assert {:ok, %Result{exit_code: 0}} =
                Session.exec(default, "for i in 1 2 3 4 5; do :; done")

@@ -56,12 +56,12 @@ defmodule ExBashkit.Session.CeilingsTest do
         )
 
       # The script's default timeout is lowered to the ceiling.
-      assert {:error, %{message: message}} = Session.exec(s, "sleep 30")
+      assert {:error, %{message: message}} = Session.run(s, "sleep 30")
       assert message =~ "timed out after 1000 ms"
 
       # So is the back-call timeout (the script's own deadline may win the
       # race: either way the builtin does not run past the ceiling).
-      case Session.exec(s, "hang") do
+      case Session.run(s, "hang") do
         {:ok, %Result{exit_code: 124, stderr: stderr}} -> assert stderr =~ "1000 ms"
         {:error, error} -> assert {error.reason, error.limit} == {:timeout, :timeout_ms}
       end

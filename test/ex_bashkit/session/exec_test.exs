@@ -53,8 +53,7 @@ defmodule ExBashkit.Session.ExecTest do
       assert Session.stream(s, "echo one; echo two >&2; exit 3") |> Enum.to_list() ==
                [{:stdout, "one\n"}, {:stderr, "two\n"}, {:exit, 3}]
 
-      assert [{:error, %{message: "parse error" <> _}}] =
-               Session.stream(s, "if then") |> Enum.to_list()
+      assert [{:error, "parse error" <> _}] = Session.stream(s, "if then") |> Enum.to_list()
     end
 
     test "halting a stream early cancels the script and leaves the session usable" do
@@ -89,7 +88,7 @@ defmodule ExBashkit.Session.ExecTest do
 
       task =
         Task.async(fn ->
-          Session.exec(s, "kept=yes; touch /started; while true; do sleep 0.01; done")
+          Session.run(s, "kept=yes; touch /started; while true; do sleep 0.01; done")
         end)
 
       # Cancel only once the script is past the assignment (stat/2 answers
@@ -110,7 +109,7 @@ defmodule ExBashkit.Session.ExecTest do
           ]
         )
 
-      task = Task.async(fn -> Session.exec(s, "while true; do :; done") end)
+      task = Task.async(fn -> Session.run(s, "while true; do :; done") end)
       wait_until_running(s)
       assert Session.cancel(s) == :ok
       assert {:error, %{message: "execution cancelled" <> _}} = Task.await(task)
@@ -118,7 +117,7 @@ defmodule ExBashkit.Session.ExecTest do
 
     test "interrupts a sleeping script" do
       s = Session.new()
-      task = Task.async(fn -> Session.exec(s, "sleep 30; echo never") end)
+      task = Task.async(fn -> Session.run(s, "sleep 30; echo never") end)
       wait_until_running(s)
       assert Session.cancel(s) == :ok
       assert {:error, %{message: "execution cancelled by cancel/1"}} = Task.await(task, 5_000)
@@ -142,7 +141,7 @@ defmodule ExBashkit.Session.ExecTest do
       started = System.monotonic_time(:millisecond)
 
       assert {:error, %{message: "execution timed out after 100 ms (exec option :timeout_ms)"}} =
-               Session.exec(s, "sleep 10", timeout_ms: 100)
+               Session.run(s, "sleep 10", timeout_ms: 100)
 
       # The sleep was interrupted, not waited out (bounded, not a benchmark).
       assert System.monotonic_time(:millisecond) - started < 5_000
@@ -159,7 +158,7 @@ defmodule ExBashkit.Session.ExecTest do
       started = System.monotonic_time(:millisecond)
 
       assert {:error, %{message: "execution timed out" <> _}} =
-               Session.exec(s, "stuck; echo never", timeout_ms: 100)
+               Session.run(s, "stuck; echo never", timeout_ms: 100)
 
       assert System.monotonic_time(:millisecond) - started < 5_000
       assert run!(s, "echo usable").stdout == "usable\n"
@@ -167,7 +166,7 @@ defmodule ExBashkit.Session.ExecTest do
 
     test "the session's own limit still applies when tighter" do
       s = Session.new(limits: [timeout_ms: 100])
-      assert {:error, %{message: message}} = Session.exec(s, "sleep 10", timeout_ms: 60_000)
+      assert {:error, %{message: message}} = Session.run(s, "sleep 10", timeout_ms: 60_000)
       assert message =~ "timeout"
     end
 
@@ -241,13 +240,13 @@ defmodule ExBashkit.Session.ExecTest do
       s = Session.new(limits: [max_exec_calls: 2])
       run!(s, "true")
       run!(s, "true")
-      assert {:error, %{message: message}} = Session.exec(s, "true")
+      assert {:error, %{message: message}} = Session.run(s, "true")
       assert message =~ "exec() call limit exceeded"
     end
 
     test "max_total_commands defeats splitting work across execs" do
       s = Session.new(limits: [max_total_commands: 10, max_commands: 1_000])
-      results = for _ <- 1..10, do: Session.exec(s, "echo 1; echo 2; echo 3")
+      results = for _ <- 1..10, do: Session.run(s, "echo 1; echo 2; echo 3")
 
       assert Enum.any?(
                results,
@@ -279,7 +278,7 @@ defmodule ExBashkit.Session.ExecTest do
     test "is a plain map of the shell" do
       s = Session.new(env: [FROM_NEW: "1"], cwd: "/work")
       run!(s, "export E=e; v=1; g() { :; }; f() { :; }; alias k='ls -l'; cd /tmp; (exit 4)")
-      state = Session.state(s)
+      state = Session.state!(s)
       assert state.env["E"] == "e"
       assert state.env["FROM_NEW"] == "1"
       assert state.variables["v"] == "1"
@@ -310,7 +309,7 @@ defmodule ExBashkit.Session.ExecTest do
 
       assert Session.reset(s) == :ok
 
-      state = Session.state(s)
+      state = Session.state!(s)
       assert state.cwd == "/work"
       assert state.env["BASE"] == "b"
       refute Map.has_key?(state.env, "EXTRA")
@@ -319,7 +318,7 @@ defmodule ExBashkit.Session.ExecTest do
       assert Session.read_file(s, "/seed.txt") == {:ok, "seed\n"}
       assert {:error, _} = Session.stat(s, "/junk")
       assert run!(s, "cap").stdout == "builtin kept\n"
-      assert {:error, %{message: message}} = Session.exec(s, "for i in $(seq 1 100); do :; done")
+      assert {:error, %{message: message}} = Session.run(s, "for i in $(seq 1 100); do :; done")
       assert message =~ "max_commands"
     end
 
@@ -328,14 +327,14 @@ defmodule ExBashkit.Session.ExecTest do
     # new/1 built it, with the session's limits, and cancellable.
     test "a session built from memory alone comes back as built, reset after reset" do
       opts = [env: [BASE: "b"], limits: [max_commands: 50]]
-      built = Session.state(Session.new(opts))
+      built = Session.state!(Session.new(opts))
       s = Session.new(opts)
 
       for round <- 1..30 do
         run!(s, "export EXTRA=#{round}; cd /tmp; echo x > /junk; f() { :; }; alias a=b; B=$BASE")
         assert Session.reset(s) == :ok
 
-        state = Session.state(s)
+        state = Session.state!(s)
         assert state.cwd == built.cwd
         assert state.env == built.env
         assert state.functions == [] and state.aliases == %{}
@@ -343,7 +342,7 @@ defmodule ExBashkit.Session.ExecTest do
         assert run!(s, "echo $BASE").stdout == "b\n"
       end
 
-      assert {:error, %{message: message}} = Session.exec(s, "for i in $(seq 1 100); do :; done")
+      assert {:error, %{message: message}} = Session.run(s, "for i in $(seq 1 100); do :; done")
       assert message =~ "max_commands"
     end
 
@@ -353,14 +352,14 @@ defmodule ExBashkit.Session.ExecTest do
 
       # Each stop must free the session at once: a sleep still running
       # would hold the next exec past its own timeout.
-      assert {:error, %{reason: :timeout}} = Session.exec(s, "sleep 30", timeout_ms: 200)
+      assert {:error, %{reason: :timeout}} = Session.run(s, "sleep 30", timeout_ms: 200)
       assert {:ok, %{stdout: "after\n"}} = Session.exec(s, "echo after", timeout_ms: 2_000)
 
-      caller = Task.async(fn -> Session.exec(s, "sleep 30") end)
+      caller = Task.async(fn -> Session.run(s, "sleep 30") end)
       wait_until_running(s)
       assert Session.cancel(s) == :ok
       assert {:error, %{reason: :cancelled}} = Task.await(caller, 5_000)
-      assert {:ok, %{stdout: "after\n"}} = Session.exec(s, "echo after", timeout_ms: 2_000)
+      assert {:ok, %{stdout: "after\n"}} = Session.run(s, "echo after", timeout_ms: 2_000)
     end
 
     test "a reset waits for the running exec, then resets" do
@@ -372,7 +371,7 @@ defmodule ExBashkit.Session.ExecTest do
 
       assert Session.reset(s) == :ok
       assert {:ok, %{stdout: "done\n"}} = Task.await(caller, 10_000)
-      refute Map.has_key?(Session.state(s).variables, "X")
+      refute Map.has_key?(Session.state!(s).variables, "X")
     end
   end
 end

@@ -32,10 +32,10 @@ defmodule ExBashkit.Session.MountsTest do
     host = HostDir.create!(%{"f" => "1"})
     s = Session.new()
     run!(s, "export KEEP=yes; v=1; f() { echo fn; }; alias a='echo al'; cd /tmp")
-    before = Session.state(s)
+    before = Session.state!(s)
     :ok = Session.mount(s, "/m", host)
     :ok = Session.unmount(s, "/m")
-    assert Session.state(s) == before
+    assert Session.state!(s) == before
     assert run!(s, "echo $KEEP$v; f; a; pwd").stdout == "yes1\nfn\nal\n/tmp\n"
   end
 

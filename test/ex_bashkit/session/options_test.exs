@@ -93,7 +93,7 @@ defmodule ExBashkit.Session.OptionsTest do
 
       for {key, value, script, words} <- cases do
         assert {:error, %{message: message}} =
-                 Session.exec(Session.new(limits: [{key, value}]), script),
+                 Session.run(Session.new(limits: [{key, value}]), script),
                inspect(key)
 
         assert message =~ words, "#{key}: #{message}"
@@ -102,7 +102,7 @@ defmodule ExBashkit.Session.OptionsTest do
 
     test "timeout_ms bounds wall-clock time" do
       assert {:error, %{message: message}} =
-               Session.exec(Session.new(limits: %{timeout_ms: 50}), "sleep 5")
+               Session.run(Session.new(limits: %{timeout_ms: 50}), "sleep 5")
 
       assert message =~ "timeout"
     end
@@ -192,7 +192,10 @@ defmodule ExBashkit.Session.OptionsTest do
       assert_raise ArgumentError, fn -> Session.write_file(s, "/x", :content) end
       assert_raise ArgumentError, fn -> Session.mkdir(s, "/x", parents: :yes) end
       assert_raise ArgumentError, fn -> Session.remove(s, "/x", force: true) end
-      assert_raise FunctionClauseError, fn -> Session.stat(:not_a_session, "/x") end
+
+      assert_raise ArgumentError, ~r/must be a session/, fn ->
+        Session.stat(:not_a_session, "/x")
+      end
     end
 
     test "contents round-trip any bytes", %{s: s} do

@@ -70,10 +70,10 @@ defmodule ExBashkit.Session.SnapshotTest do
 
       # The interpreter's own view first (before any exec changes it).
       # `fs_usage` counts what bashkit allocated, which a restore need not repeat.
-      assert Map.delete(Session.state(target), :fs_usage) ==
-               Map.delete(Session.state(source), :fs_usage)
+      assert Map.delete(Session.state!(target), :fs_usage) ==
+               Map.delete(Session.state!(source), :fs_usage)
 
-      assert %{last_exit_code: 1, functions: ["greet"]} = Session.state(target)
+      assert %{last_exit_code: 1, functions: ["greet"]} = Session.state!(target)
 
       expected = dump(source)
       assert dump(target) == expected
@@ -283,7 +283,7 @@ defmodule ExBashkit.Session.SnapshotTest do
       end
     end
 
-    test "non-binary snapshots are refused with a message; non-sessions do not match" do
+    test "non-binary snapshots are refused with a message; non-sessions raise ArgumentError" do
       s = Session.new()
       {:ok, bytes} = Session.snapshot(s)
 
@@ -295,9 +295,15 @@ defmodule ExBashkit.Session.SnapshotTest do
 
       assert {:ok, _} = Session.restore(s, bytes)
 
-      assert_raise FunctionClauseError, fn -> Session.restore(:not_a_session, bytes) end
-      assert_raise FunctionClauseError, fn -> Session.snapshot(:not_a_session) end
-      assert_raise FunctionClauseError, fn -> Session.snapshot(make_ref()) end
+      assert_raise ArgumentError, ~r/must be a session/, fn ->
+        Session.restore(:not_a_session, bytes)
+      end
+
+      assert_raise ArgumentError, ~r/must be a session/, fn ->
+        Session.snapshot(:not_a_session)
+      end
+
+      assert_raise ArgumentError, ~r/must be a session/, fn -> Session.snapshot(make_ref()) end
     end
   end
 
@@ -310,9 +316,9 @@ defmodule ExBashkit.Session.SnapshotTest do
 
     # Restores `bytes` expecting an error, and checks nothing changed.
     defp rejected!(target, before, bytes, opts \\ []) do
-      state = Session.state(target)
+      state = Session.state!(target)
       assert {:error, message} = Session.restore(target, bytes, opts)
-      assert Session.state(target) == state
+      assert Session.state!(target) == state
       assert is_binary(message) and message != ""
       assert dump(target) == before
       message
@@ -458,7 +464,7 @@ defmodule ExBashkit.Session.SnapshotTest do
       assert run!(target, "echo $x").stdout == "from-source\n"
 
       assert {:error, %{message: message}} =
-               Session.exec(target, "for i in 1 2 3 4 5 6 7 8; do :; done")
+               Session.run(target, "for i in 1 2 3 4 5 6 7 8; do :; done")
 
       assert message =~ "max_commands"
 
@@ -476,7 +482,7 @@ defmodule ExBashkit.Session.SnapshotTest do
 
       assert {:ok, _} = Session.exec(target, "true")
       assert {:ok, _} = Session.exec(target, "true")
-      assert {:error, %{message: message}} = Session.exec(target, "true")
+      assert {:error, %{message: message}} = Session.run(target, "true")
       assert message =~ "exec() call limit exceeded (7 calls)"
     end
 

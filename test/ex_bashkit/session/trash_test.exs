@@ -141,7 +141,7 @@ defmodule ExBashkit.Session.TrashTest do
     test "what is done inside the trash is real", %{s: s} do
       run(s, "echo a > /a; rm /a; rm /.trash/1_a")
       assert paths(s) == []
-      assert {:error, :enoent} = Session.undelete(s, "/a")
+      assert {:error, %ExBashkit.Error{reason: :not_found}} = undelete(s, "/a")
       run(s, "echo b > /b; rm /b; rm -rf /.trash")
       assert {:ok, []} = Session.trash(s)
     end
@@ -167,9 +167,10 @@ defmodule ExBashkit.Session.TrashTest do
       assert {:ok, "v2\n"} = Session.read_file(s, "/f")
     end
 
-    test "a path taken again is left alone: {:error, :eexist}", %{s: s} do
+    test "a path taken again is left alone: reason :exists", %{s: s} do
       run(s, "echo old > /f; rm /f; echo new > /f")
-      assert {:error, :eexist} = Session.undelete(s, "/f")
+      assert {:error, "/f: something is at this path again" <> _} = Session.undelete(s, "/f")
+      assert {:error, %ExBashkit.Error{reason: :exists}} = undelete(s, "/f")
       assert {:ok, "new\n"} = Session.read_file(s, "/f")
       assert paths(s) == ["/f"]
       # Removing the occupant trashes it; then the older one can come back.
@@ -186,7 +187,10 @@ defmodule ExBashkit.Session.TrashTest do
     end
 
     test "unknown paths and spellings", %{s: s} do
-      assert {:error, :enoent} = Session.undelete(s, "/never")
+      assert {:error, "/never: nothing in the trash came from this path"} =
+               Session.undelete(s, "/never")
+
+      assert {:error, %ExBashkit.Error{reason: :not_found}} = undelete(s, "/never")
       run(s, "echo x > /f; rm /f")
       assert :ok = Session.undelete(s, "//f/")
       assert {:error, _} = Session.undelete(s, "/a/../f")
@@ -257,8 +261,10 @@ defmodule ExBashkit.Session.TrashTest do
     test "without soft_delete deletes are real and the API says so" do
       s = Session.new()
       run(s, "echo x > /f; rm /f")
-      assert {:error, :no_soft_delete} = Session.trash(s)
-      assert {:error, :no_soft_delete} = Session.undelete(s, "/f")
+      assert {:error, "the session has no trash" <> _} = Session.trash(s)
+      assert {:error, "the session has no trash" <> _} = Session.undelete(s, "/f")
+      assert_raise ExBashkit.Error, ~r/no trash/, fn -> Session.trash!(s) end
+      assert {:error, %ExBashkit.Error{reason: :not_supported}} = undelete(s, "/f")
       assert run(s, "ls -a /").stdout =~ "tmp"
       refute run(s, "ls -a /").stdout =~ ".trash"
     end
@@ -268,5 +274,12 @@ defmodule ExBashkit.Session.TrashTest do
         assert_raise ArgumentError, fn -> Session.new(soft_delete: bad) end
       end
     end
+  end
+
+  # The structured answer: what `undelete!/2` raises.
+  defp undelete(s, path) do
+    {:ok, Session.undelete!(s, path)}
+  rescue
+    error in ExBashkit.Error -> {:error, error}
   end
 end

@@ -146,11 +146,14 @@ impl Permits {
         let Some(policy) = policy else {
             return Ok(Self::all());
         };
-        let mut named = policy.allow.iter().flatten().chain(&policy.deny);
-        if let Some(name) = named.find(|n| is_shell_builtin(n)) {
+        // An allowlist may name builtins (people write `allow: ["echo",
+        // "cat"]`): they are always there, so naming them changes nothing.
+        // Denying one cannot be honoured, and accepting it silently would
+        // lie about the policy.
+        if let Some(name) = policy.deny.iter().find(|n| is_shell_builtin(n)) {
             return Err(format!(
-                ":commands names {name:?}, which is part of the shell itself (a bash builtin); \
-                 the policy governs commands, and shell builtins are always present"
+                ":commands deny names {name:?}, which is part of the shell itself (a bash \
+                 builtin): it cannot be denied (shell builtins are always present)"
             ));
         }
         let set = |names: &[String]| names.iter().cloned().collect::<HashSet<_>>();
@@ -221,9 +224,16 @@ mod tests {
     }
 
     #[test]
-    fn naming_a_shell_builtin_is_refused() {
+    fn denying_a_shell_builtin_is_refused_allowing_one_is_not() {
         assert!(Permits::new(Some(&deny(&["eval"]))).is_err());
         assert!(Permits::new(Some(&deny(&["bash"]))).is_err());
         assert!(Permits::new(Some(&deny(&["sed"]))).is_ok());
+        let allow = CommandPolicy {
+            allow: Some(vec!["echo".into(), "cat".into()]),
+            deny: vec![],
+        };
+        assert!(Permits::new(Some(&allow)).is_ok());
+        let out = run(allow, "echo hi | cat; ls; echo $?");
+        assert_eq!(out.stdout, "hi\n127\n");
     }
 }

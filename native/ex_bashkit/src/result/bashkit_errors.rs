@@ -5,6 +5,8 @@
 
 use bashkit::{Error, LimitExceeded};
 
+use crate::result::reason::{Failure, Reason};
+
 /// Describe an interpreter error for `{:error, message}`.
 pub fn describe(error: &Error) -> String {
     match error {
@@ -79,6 +81,27 @@ pub fn describe_fs(path: &str, error: &Error) -> String {
         other => other.to_string(),
     };
     format!("{path}: {reason}")
+}
+
+/// The `ExBashkit.Error` reason of a filesystem error.
+pub fn fs_reason(error: &Error) -> Reason {
+    let Error::Io(io) = error else {
+        return Reason::Internal;
+    };
+    match io.kind() {
+        std::io::ErrorKind::NotFound => Reason::NotFound,
+        std::io::ErrorKind::AlreadyExists => Reason::Exists,
+        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem => {
+            Reason::PermissionDenied
+        }
+        _ => Reason::Internal,
+    }
+}
+
+/// A filesystem error of `path` as the filesystem API answers it: its
+/// reason and [`describe_fs`]'s message.
+pub fn fs_failure(path: &str, error: &Error) -> Failure {
+    Failure::new(fs_reason(error), describe_fs(path, error))
 }
 
 /// bashkit says why it refused (a read-only host mount, a path escaping a
@@ -159,6 +182,9 @@ mod tests {
         assert_eq!(describe_fs("/x", &err), "/x: no such file or directory");
         let err = Error::Io(std::io::Error::other("Is a directory"));
         assert_eq!(describe_fs("/d", &err), "/d: is a directory");
+        assert_eq!(fs_reason(&err), Reason::Internal);
+        let err = Error::Io(std::io::Error::from(std::io::ErrorKind::NotFound));
+        assert_eq!(fs_failure("/x", &err).reason, Reason::NotFound);
     }
 
     #[test]

@@ -75,25 +75,94 @@ fn err(message: String) -> ExecResult {
     ExecResult::err(format!("sleep: {message}\n"), 1)
 }
 
-/// One GNU `sleep` operand in seconds: a decimal number (or `inf`) with an
-/// optional `s`, `m`, `h` or `d` suffix. `None` if invalid or negative.
+/// One `sleep` operand in seconds, read as bashkit's own `sleep` reads it
+/// (C `strtod`: leading blanks, decimal or hex-float digits, `inf`), with
+/// an optional `s`, `m`, `h` or `d` suffix. `None` if invalid or negative.
 pub fn parse_interval(arg: &str) -> Option<f64> {
-    let trimmed = arg.trim_start();
-    let (number, suffix) = match trimmed.find(['s', 'm', 'h', 'd']) {
-        Some(at) if at + 1 == trimmed.len() => trimmed.split_at(at),
-        _ => (trimmed, ""),
-    };
-    let value: f64 = match number.to_ascii_lowercase().as_str() {
-        "inf" | "infinity" => f64::INFINITY,
-        n => n.parse().ok()?,
-    };
-    let multiplier = match suffix {
+    let (value, used) = strtod(arg.as_bytes())?;
+    let multiplier = match &arg[used..] {
         "" | "s" => 1.0,
         "m" => 60.0,
         "h" => 3600.0,
-        _ => 86400.0,
+        "d" => 86400.0,
+        _ => return None,
     };
     (!value.is_nan() && value >= 0.0).then_some(value * multiplier)
+}
+
+/// C `strtod` on a prefix of `s`: the value and the bytes it took.
+fn strtod(s: &[u8]) -> Option<(f64, usize)> {
+    let blanks = s
+        .iter()
+        .take_while(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c))
+        .count();
+    let mut i = blanks;
+    let sign = match s.get(i) {
+        Some(b'-') => {
+            i += 1;
+            -1.0
+        }
+        Some(b'+') => {
+            i += 1;
+            1.0
+        }
+        _ => 1.0,
+    };
+    let rest = &s[i..];
+    let starts =
+        |word: &[u8]| rest.len() >= word.len() && rest[..word.len()].eq_ignore_ascii_case(word);
+    if starts(b"infinity") {
+        return Some((sign * f64::INFINITY, i + 8));
+    }
+    if starts(b"inf") {
+        return Some((sign * f64::INFINITY, i + 3));
+    }
+    if starts(b"nan") {
+        return Some((f64::NAN, i + 3));
+    }
+    let (radix, start) = match rest {
+        [b'0', b'x' | b'X', next, ..] if next.is_ascii_hexdigit() || *next == b'.' => (16, 2),
+        _ => (10, 0),
+    };
+    let digit = |j: usize| rest.get(j).and_then(|b| (*b as char).to_digit(radix));
+    let (mut j, mut value, mut digits) = (start, 0.0f64, 0);
+    while let Some(d) = digit(j) {
+        value = value * f64::from(radix) + f64::from(d);
+        (j, digits) = (j + 1, digits + 1);
+    }
+    if rest.get(j) == Some(&b'.') {
+        let mut scale = 1.0 / f64::from(radix);
+        j += 1;
+        while let Some(d) = digit(j) {
+            value += f64::from(d) * scale;
+            (scale, j, digits) = (scale / f64::from(radix), j + 1, digits + 1);
+        }
+    }
+    if digits == 0 {
+        return None;
+    }
+    let (marker, base) = if radix == 16 {
+        (b'p', 2.0f64)
+    } else {
+        (b'e', 10.0)
+    };
+    if rest.get(j).map(u8::to_ascii_lowercase) == Some(marker) {
+        let mut k = j + 1;
+        let negative = rest.get(k) == Some(&b'-');
+        if matches!(rest.get(k), Some(b'+' | b'-')) {
+            k += 1;
+        }
+        let exponent_digits = rest[k..].iter().take_while(|b| b.is_ascii_digit()).count();
+        if exponent_digits > 0 {
+            let exponent: i32 = std::str::from_utf8(&rest[k..k + exponent_digits])
+                .ok()
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(i32::MAX);
+            value *= base.powi(if negative { -exponent } else { exponent });
+            j = k + exponent_digits;
+        }
+    }
+    Some((sign * value, i + j))
 }
 
 #[bashkit::async_trait]
@@ -164,6 +233,18 @@ mod tests {
         assert_eq!(parse_interval("-1"), None);
         assert_eq!(parse_interval("abc"), None);
         assert_eq!(parse_interval("1x"), None);
+        // As bashkit's own sleep reads them (its sleep.rs tests).
+        assert_eq!(parse_interval("0x0"), Some(0.0));
+        assert_eq!(parse_interval("0x10"), Some(16.0));
+        assert_eq!(parse_interval("0x.8p1"), Some(1.0));
+        assert_eq!(parse_interval(" 3"), Some(3.0));
+        assert_eq!(parse_interval(".5"), Some(0.5));
+        assert_eq!(parse_interval("1e1"), Some(10.0));
+        assert_eq!(parse_interval("1ss"), None);
+        assert_eq!(parse_interval("3 "), None);
+        assert_eq!(parse_interval("nan"), None);
+        assert_eq!(parse_interval(""), None);
+        assert_eq!(parse_interval("infinity"), Some(f64::INFINITY));
     }
 
     #[test]

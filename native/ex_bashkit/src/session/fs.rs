@@ -12,6 +12,7 @@ use std::sync::Arc;
 use bashkit::{FileSystem, FileType};
 use rustler::{Env, Term};
 
+use crate::result::reason::Failure;
 use crate::session::Handle;
 use crate::term::value::{Bytes, FromValue, Value};
 use crate::{result::bashkit_errors, run::runtime};
@@ -41,13 +42,13 @@ pub async fn write_creating_parents(
     fs.write_file(path, content).await
 }
 
-type FsResult<T> = Result<T, String>;
+type FsResult<T> = Result<T, Failure>;
 
 fn run<T>(
     path: &str,
     future: impl std::future::Future<Output = bashkit::Result<T>>,
 ) -> FsResult<T> {
-    runtime::block_on(future).map_err(|e| bashkit_errors::describe_fs(path, &e))
+    runtime::block_on(future).map_err(|e| bashkit_errors::fs_failure(path, &e))
 }
 
 pub fn read(fs: &Arc<dyn FileSystem>, path: &str) -> FsResult<Vec<u8>> {
@@ -88,7 +89,7 @@ pub fn remove(fs: &Arc<dyn FileSystem>, path: &str, recursive: bool) -> FsResult
 
 pub fn rename(fs: &Arc<dyn FileSystem>, from: &str, to: &str) -> FsResult<()> {
     runtime::block_on(fs.rename(Path::new(from), Path::new(to)))
-        .map_err(|e| bashkit_errors::describe_fs(&format!("{from} -> {to}"), &e))
+        .map_err(|e| bashkit_errors::fs_failure(&format!("{from} -> {to}"), &e))
 }
 
 pub fn stat(fs: &Arc<dyn FileSystem>, path: &str) -> FsResult<(&'static str, u64)> {
@@ -111,7 +112,7 @@ pub fn call(fs: &Arc<dyn FileSystem>, trash: Option<&str>, request: &Value) -> V
     }
     match dispatch(fs, request) {
         Ok(value) => value,
-        Err(message) => Value::error(message),
+        Err(failure) => failure.to_value(),
     }
 }
 
@@ -135,7 +136,7 @@ fn dispatch(fs: &Arc<dyn FileSystem>, request: &Value) -> FsResult<Value> {
         Some("rename") => done(rename(fs, &path()?, &String::from_value(arg(2)?)?)),
         Some("stat") => stat(fs, &path()?)
             .map(|(kind, size)| Value::ok_with(Value::tuple([Value::atom(kind), size.into()]))),
-        _ => Err(format!("unknown filesystem request {request:?}")),
+        _ => Err(format!("unknown filesystem request {request:?}").into()),
     }
 }
 

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::from_map;
+use crate::result::reason::{Failure, Reason};
 use crate::run::watchdog::{self, ExecTicket};
 use crate::session::line::{Place, Turn};
 use crate::session::Session;
@@ -77,17 +78,23 @@ impl Op {
 
     /// Wait for the session's interpreter, or say why the call gave up.
     /// A call takes its turn once.
-    pub async fn turn(&self) -> Result<Turn, String> {
+    pub async fn turn(&self) -> Result<Turn, Failure> {
         let place = self.place.lock().take();
         let place = place.ok_or_else(|| format!("{}: its turn was already taken", self.name))?;
         match Session::turn(&self.ticket, place).await {
             Some(bash) => Ok(bash),
-            None if self.ticket.timed_out() => Err(format!(
-                "{} timed out after {} ms waiting for the session (option :timeout_ms)",
-                self.name,
-                self.timeout_ms.unwrap_or_default()
+            None if self.ticket.timed_out() => Err(Failure::new(
+                Reason::Timeout,
+                format!(
+                    "{} timed out after {} ms waiting for the session (option :timeout_ms)",
+                    self.name,
+                    self.timeout_ms.unwrap_or_default()
+                ),
             )),
-            None => Err(format!("{} cancelled: its caller exited", self.name)),
+            None => Err(Failure::new(
+                Reason::Cancelled,
+                format!("{} cancelled: its caller exited", self.name),
+            )),
         }
     }
 }

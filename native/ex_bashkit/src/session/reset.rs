@@ -8,6 +8,7 @@ use bashkit::Bash;
 use rustler::{Encoder, Env, LocalPid, Term};
 
 use crate::nif::error::NifResult;
+use crate::result::reason::Failure;
 use crate::run::reply::{Caller, ReplyTo};
 use crate::run::runner;
 use crate::run::teardown;
@@ -53,13 +54,13 @@ async fn reset_work(op: Op) -> Value {
         let mut bash = op.turn().await?;
         let replaced = session.rebuild(&mut bash).await?;
         teardown::later(replaced);
-        Ok::<(), String>(())
+        Ok::<(), Failure>(())
     })
     .await;
     drop(op);
     match outcome {
         Ok(Ok(())) => Value::ok(),
-        Ok(Err(message)) => Value::error(message),
+        Ok(Err(failure)) => failure.to_value(),
         Err(panic) => Value::error(format!("internal error: {panic}")),
     }
 }

@@ -33,6 +33,7 @@ use rustler::env::{OwnedEnv, SavedTerm};
 use rustler::{LocalPid, Term};
 
 use crate::nif::error::NifResult;
+use crate::result::reason::Failure;
 use crate::run::reply::{Caller, Payload, ReplyTo};
 use crate::session::lifecycle::Op;
 use crate::session::{self, Handle};
@@ -56,7 +57,7 @@ from_map!(SnapshotRequest {
 enum Outcome {
     Bytes(Vec<u8>),
     Restored,
-    Error(String),
+    Error(Failure),
 }
 
 impl Payload for Outcome {
@@ -65,7 +66,7 @@ impl Payload for Outcome {
         match self {
             Outcome::Bytes(bytes) => Value::ok_with(Value::bin(bytes)),
             Outcome::Restored => Value::ok(),
-            Outcome::Error(message) => Value::error(message.clone()),
+            Outcome::Error(failure) => failure.to_value(),
         }
     }
 }
@@ -74,8 +75,10 @@ impl From<Result<Result<Outcome, Error>, String>> for Outcome {
     fn from(outcome: Result<Result<Outcome, Error>, String>) -> Self {
         match outcome {
             Ok(Ok(outcome)) => outcome,
-            Ok(Err(error)) => Outcome::Error(describe(&error)),
-            Err(panic) => Outcome::Error(format!("internal error in the interpreter: {panic}")),
+            Ok(Err(error)) => Outcome::Error(describe(&error).into()),
+            Err(panic) => {
+                Outcome::Error(format!("internal error in the interpreter: {panic}").into())
+            }
         }
     }
 }
@@ -224,8 +227,10 @@ pub fn restore(op: Op, bytes: impl SnapshotSource, key: Option<Vec<u8>>, reply: 
         drop(op);
         let outcome = match outcome {
             Ok(Ok(outcome)) => outcome,
-            Ok(Err(message)) => Outcome::Error(message),
-            Err(panic) => Outcome::Error(format!("internal error in the interpreter: {panic}")),
+            Ok(Err(message)) => Outcome::Error(message.into()),
+            Err(panic) => {
+                Outcome::Error(format!("internal error in the interpreter: {panic}").into())
+            }
         };
         reply.finish(&outcome);
     });

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use rustler::{Env, LocalPid, Term};
 
 use crate::nif::error::NifResult;
+use crate::result::reason::Failure;
 use crate::run::reply::{Caller, Payload, ReplyTo};
 use crate::session::lifecycle::Op;
 use crate::term::value::Value;
@@ -20,13 +21,13 @@ pub fn state(op: Op, reply: ReplyTo) {
             let bash = op.turn().await?;
             let mut view = ShellStateView::from(bash.shell_state());
             view.fs_usage = bash.fs().usage();
-            Ok::<_, String>(view)
+            Ok::<_, Failure>(view)
         })
         .await;
         drop(op);
         match outcome {
             Ok(Ok(view)) => reply.finish(&view),
-            Ok(Err(message)) => reply.finish(&Value::error(message)),
+            Ok(Err(failure)) => reply.finish(&failure.to_value()),
             Err(panic) => reply.finish(&Value::error(format!("internal error: {panic}"))),
         }
     });

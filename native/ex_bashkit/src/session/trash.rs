@@ -37,6 +37,7 @@ use bashkit::{
     DirEntry, FileSystem, FileSystemExt, FsLimits, FsUsage, Metadata, SearchCapable, VfsSnapshot,
 };
 
+use crate::result::reason::{Failure, Reason};
 use crate::term::value::{FromValue, Value};
 use crate::{result::bashkit_errors, run::runtime};
 
@@ -379,10 +380,13 @@ pub fn call(fs: &Arc<dyn FileSystem>, trash: Option<&str>, request: &Value) -> O
         return None;
     }
     let Some(trash) = trash else {
-        return Some(Value::tuple([
-            Value::atom("error"),
-            Value::atom("no_soft_delete"),
-        ]));
+        return Some(
+            Failure::new(
+                Reason::NotSupported,
+                "the session has no trash: build it with soft_delete: true",
+            )
+            .to_value(),
+        );
     };
     Some(match op {
         "trash" => match runtime::block_on(list(fs, trash)) {
@@ -400,18 +404,25 @@ pub fn call(fs: &Arc<dyn FileSystem>, trash: Option<&str>, request: &Value) -> O
                     })
                     .collect(),
             )),
-            Err(e) => Value::error(bashkit_errors::describe_fs(trash, &e)),
+            Err(e) => bashkit_errors::fs_failure(trash, &e).to_value(),
         },
         _ => {
             let Some(Ok(path)) = items.get(1).map(String::from_value) else {
                 return Some(Value::error("undelete: missing path"));
             };
-            let refused = |reason| Value::tuple([Value::atom("error"), Value::atom(reason)]);
             match runtime::block_on(undelete(fs, trash, &path)) {
                 Ok(()) => Value::ok(),
-                Err(Refusal::NotInTrash) => refused("enoent"),
-                Err(Refusal::Taken) => refused("eexist"),
-                Err(Refusal::Fs(e)) => Value::error(bashkit_errors::describe_fs(&path, &e)),
+                Err(Refusal::NotInTrash) => Failure::new(
+                    Reason::NotFound,
+                    format!("{path}: nothing in the trash came from this path"),
+                )
+                .to_value(),
+                Err(Refusal::Taken) => Failure::new(
+                    Reason::Exists,
+                    format!("{path}: something is at this path again; remove it first"),
+                )
+                .to_value(),
+                Err(Refusal::Fs(e)) => bashkit_errors::fs_failure(&path, &e).to_value(),
             }
         }
     })

@@ -82,10 +82,10 @@ defmodule ExBashkit.Worker do
   @lifecycle_kinds [:state, :reset, :snapshot, :restore]
   # Interpreter threads of a worker: 16 MiB stacks (a stack overflow only
   # ends the worker, unlike in the node), at most 256 scripts at once; the
-  # address-space limit makes room for all of them on top of `:max_memory`.
+  # address-space limit makes room for all of them on top of `:max_memory`
+  # (the worker adds them and its mapping slack: `worker.rs`).
   @stack_size 16 * 1024 * 1024
   @max_script_threads 256
-  @mapping_slack 1024 * 1024 * 1024
 
   @typedoc "A request without its id: `{op, sid, args...}` (see `worker.rs`)."
   @type request :: tuple()
@@ -634,14 +634,10 @@ defmodule ExBashkit.Worker do
   defp ensure_port(%{port: nil} = state) do
     exe = executable()
 
-    address_space =
-      state.max_memory &&
-        state.max_memory + state.stack_size * state.max_script_threads + @mapping_slack
-
     args =
       Enum.flat_map(
         [
-          max_memory: address_space,
+          max_memory: state.max_memory,
           max_cpu_seconds: state.max_cpu_seconds,
           stack_size: state.stack_size,
           max_script_threads: state.max_script_threads

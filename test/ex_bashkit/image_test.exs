@@ -189,6 +189,20 @@ defmodule ExBashkit.ImageTest do
     assert_raise ArgumentError, fn -> Image.build!(rootfs: "garbage") end
   end
 
+  test "an error quotes a short prefix of what it refuses: a 100 MB member name" do
+    name = :binary.copy("n", 100 * 1024 * 1024)
+    gz = :zlib.gzip(TarWriter.tar([{:long_name, name, "x"}]))
+    assert {:error, message} = Image.build(rootfs: gz)
+    assert byte_size(message) < 2_048
+    error = assert_raise ArgumentError, fn -> Image.build!(rootfs: gz) end
+    assert byte_size(error.message) < 2_048
+
+    # Past the path limit (no header cap needed): quoted short too.
+    long = String.duplicate("d/", 20_000) <> "f"
+    assert {:error, message} = Image.build(rootfs: TarWriter.tar([{:long_name, long, "x"}]))
+    assert byte_size(message) < 2_048
+  end
+
   test "file contents come from the image's archive, byte for byte, whoever reads first" do
     # An image keeps its files' contents inside its canonical tar and a file
     # is copied out on its first read (`image.rs`): sizes before any read,

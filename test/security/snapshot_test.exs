@@ -75,6 +75,26 @@ defmodule ExBashkit.Security.SnapshotTest do
     end
   end
 
+  test "a legacy v1 JSON snapshot is refused, forged names and cwd and all; nothing changes" do
+    # bashkit reads the v1 format without a capability check or any name
+    # validation; its unkeyed digest is public, so anyone can make one.
+    json =
+      ~S|{"version":1,"shell":{"env":{"A B":"1","$(id)":"2","X=Y":"3","A\nB":"4"},| <>
+        ~S|"variables":{"A B":"1"},"arrays":{},"assoc_arrays":{},"cwd":"rel/../..",| <>
+        ~S|"last_exit_code":0,"aliases":{},"traps":{}},"vfs":null,| <>
+        ~S|"session_commands":0,"session_exec_calls":0}|
+
+    forged = :crypto.hash(:sha256, "BKSNAP01" <> json) <> json
+    s = state_session()
+    assert {:error, message} = restore(s, forged)
+    assert message =~ "legacy"
+    keyed = :crypto.mac(:hmac, :sha256, "k", json) <> json
+    assert {:error, _} = restore(s, keyed, key: "k")
+
+    assert {:ok, %Result{stdout: "from-snapshot\n/\n"}} =
+             Session.exec(s, "echo $X; pwd")
+  end
+
   test "huge random input is rejected quickly and the node stays healthy" do
     s = state_session()
     junk = :crypto.strong_rand_bytes(50_000_000)

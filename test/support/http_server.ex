@@ -8,6 +8,7 @@ defmodule ExBashkit.Test.HttpServer do
   #     server.url                      # "http://127.0.0.1:PORT"
   #     HttpServer.connections(server)  # TCP connections accepted so far
   #     HttpServer.requests(server)     # ["GET / HTTP/1.1", ...]
+  #     HttpServer.heads(server)        # ["GET / HTTP/1.1\r\nhost: ...", ...]
   #
   # Answers come from `:routes` (`path => {status, headers, body}`, unknown
   # paths 404) or a `:handler` `(method, path) -> {status, headers, body}`;
@@ -74,6 +75,13 @@ defmodule ExBashkit.Test.HttpServer do
     GenServer.call(server.pid, :requests)
   end
 
+  @doc "The request heads (request line and headers) read before this call, in order."
+  @spec heads(t()) :: [String.t()]
+  def heads(server) do
+    sync!(server)
+    GenServer.call(server.pid, :heads)
+  end
+
   @doc false
   def child_spec(opts) do
     %{id: __MODULE__, start: {__MODULE__, :start_link, [opts]}, restart: :temporary}
@@ -114,7 +122,8 @@ defmodule ExBashkit.Test.HttpServer do
         server = self()
         owner = Keyword.fetch!(opts, :owner)
         spawn_link(fn -> accept_loop(listen, server, owner, answer) end)
-        {:ok, %{listen: listen, port: port, connections: 0, syncs: 0, requests: []}}
+        {:ok,
+         %{listen: listen, port: port, connections: 0, syncs: 0, requests: [], heads: []}}
 
       {:error, reason} ->
         {:stop, reason}
@@ -129,6 +138,7 @@ defmodule ExBashkit.Test.HttpServer do
     do: {:reply, state.connections - state.syncs, state}
 
   def handle_call(:requests, _from, state), do: {:reply, Enum.reverse(state.requests), state}
+  def handle_call(:heads, _from, state), do: {:reply, Enum.reverse(state.heads), state}
 
   # Recorded synchronously, before the connection is served: a client that
   # got an answer has been counted.
@@ -137,8 +147,8 @@ defmodule ExBashkit.Test.HttpServer do
 
   def handle_call(:sync, _from, state), do: {:reply, :ok, %{state | syncs: state.syncs + 1}}
 
-  def handle_call({:request, line}, _from, state),
-    do: {:reply, :ok, %{state | requests: [line | state.requests]}}
+  def handle_call({:request, line, head}, _from, state),
+    do: {:reply, :ok, %{state | requests: [line | state.requests], heads: [head | state.heads]}}
 
   defp accept_loop(listen, server, owner, answer) do
     case :gen_tcp.accept(listen) do
@@ -167,7 +177,7 @@ defmodule ExBashkit.Test.HttpServer do
     with {:ok, head} <- read_head(socket, ""),
          [line | _] <- String.split(head, "\r\n") do
       [method, path | _] = String.split(line, " ") ++ ["", ""]
-      {status, headers, body} = respond(server, owner, answer, line, method, path)
+      {status, headers, body} = respond(server, owner, answer, head, method, path)
       body = IO.iodata_to_binary(body)
 
       head =
@@ -186,8 +196,9 @@ defmodule ExBashkit.Test.HttpServer do
     {200, [], ""}
   end
 
-  defp respond(server, owner, answer, line, method, path) do
-    :ok = GenServer.call(server, {:request, line})
+  defp respond(server, owner, answer, head, method, path) do
+    [line | _] = String.split(head, "\r\n")
+    :ok = GenServer.call(server, {:request, line, head})
     send(owner, {:http_request, server, method, path})
     answer.(method, path)
   end

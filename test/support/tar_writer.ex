@@ -9,7 +9,8 @@ defmodule ExBashkit.Test.TarWriter do
   @doc """
   An archive of `members`: `{:file, name, content}`, `{:file, name, content,
   mode}`, `{:dir, name}`, `{:symlink, name, target}`, `{:hardlink, name,
-  target}`, `{:chardev, name}`, `{:header_only, name, claimed_size}`.
+  target}`, `{:chardev, name}`, `{:header_only, name, claimed_size}`,
+  `{:long_name, name, content}` (a GNU long-name record, then the file).
   """
   def tar(members) do
     IO.iodata_to_binary([Enum.map(members, &member/1), <<0::size(1024)-unit(8)>>])
@@ -25,6 +26,16 @@ defmodule ExBashkit.Test.TarWriter do
   defp member({:hardlink, name, target}), do: header(name, ?1, 0, 0o644, target)
   defp member({:chardev, name}), do: header(name, ?3, 0, 0o644, "")
   defp member({:header_only, name, size}), do: header(name, ?0, size, 0o644, "")
+
+  defp member({:long_name, name, content}) do
+    record = name <> <<0>>
+
+    [
+      header("././@LongLink", ?L, byte_size(record), 0o644, ""),
+      pad(record),
+      member({:file, binary_part(name, 0, min(byte_size(name), 99)), content})
+    ]
+  end
 
   defp pad(content) do
     rest = rem(512 - rem(byte_size(content), 512), 512)

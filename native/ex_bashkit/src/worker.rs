@@ -95,24 +95,49 @@ struct Settings {
     runtime: RuntimeConfig,
 }
 
-fn parse_args(args: impl Iterator<Item = String>) -> Settings {
+/// Room in the address space for what is neither heap nor interpreter
+/// stacks: the binary, the runtime's own threads, mimalloc's arenas.
+const MAPPING_SLACK: u64 = 1 << 30;
+
+/// The worker's settings; flags it does not know are skipped, a flag it
+/// knows with a bad value is an error.
+fn parse_args(args: impl Iterator<Item = String>) -> Result<Settings, String> {
     let mut settings = Settings::default();
     let mut args = args.peekable();
     while let Some(flag) = args.next() {
-        let value = args.next().and_then(|v| v.parse::<u64>().ok());
-        match (flag.as_str(), value) {
-            ("--max-memory", Some(v)) if v > 0 => settings.max_memory = Some(v),
-            ("--max-cpu-seconds", Some(v)) if v > 0 => settings.max_cpu_seconds = Some(v),
-            ("--stack-size", Some(v)) if v >= 1 << 20 => {
-                settings.runtime.stack_size = usize::try_from(v).unwrap_or(usize::MAX)
-            }
-            ("--max-script-threads", Some(v)) if v > 0 => {
-                settings.runtime.max_script_threads = usize::try_from(v).unwrap_or(usize::MAX)
-            }
-            _ => {}
+        let known = [
+            "--max-memory",
+            "--max-cpu-seconds",
+            "--stack-size",
+            "--max-script-threads",
+        ];
+        if !known.contains(&flag.as_str()) {
+            continue;
+        }
+        let raw = args.next().unwrap_or_default();
+        let v = match raw.parse::<u64>() {
+            Ok(v) if v > 0 => v,
+            _ => return Err(format!("{flag} needs a positive number, got {raw:?}")),
+        };
+        let size = usize::try_from(v).unwrap_or(usize::MAX);
+        match flag.as_str() {
+            "--max-memory" => settings.max_memory = Some(v),
+            "--max-cpu-seconds" => settings.max_cpu_seconds = Some(v),
+            "--stack-size" if v >= 1 << 20 => settings.runtime.stack_size = size,
+            "--stack-size" => return Err(format!("--stack-size must be at least 1 MiB, got {v}")),
+            _ => settings.runtime.max_script_threads = size,
         }
     }
-    settings
+    Ok(settings)
+}
+
+/// The address-space limit for a heap of `max_memory`: that, every
+/// interpreter thread's stack reservation and `MAPPING_SLACK`.
+fn address_space(max_memory: u64, runtime: &RuntimeConfig) -> u64 {
+    let stacks = (runtime.stack_size as u64).saturating_mul(runtime.max_script_threads as u64);
+    max_memory
+        .saturating_add(stacks)
+        .saturating_add(MAPPING_SLACK)
 }
 
 /// The port's end of stdout, without `Stdout`'s line buffering: that
@@ -130,8 +155,14 @@ fn unbuffered_stdout() -> Box<dyn io::Write + Send> {
 /// The worker's entry point; returns the process exit code.
 pub fn main() -> i32 {
     runtime::set_worker_process();
-    let settings = parse_args(std::env::args().skip(1));
-    confine(&settings);
+    let settings = match parse_args(std::env::args().skip(1)).and_then(|s| confine(&s).map(|()| s))
+    {
+        Ok(settings) => settings,
+        Err(message) => {
+            eprintln!("ex_bashkit_worker: {message}");
+            return 78;
+        }
+    };
     runtime::configure(settings.runtime);
     crate::run::guard::install_panic_hook();
 
@@ -432,78 +463,103 @@ fn op(
     Ok(Op::new(session, name, id, call, None))
 }
 
-/// Apply the worker's OS-level confinement (see the module doc). Each step
-/// is best effort: a platform without it still runs, only less confined.
-fn confine(settings: &Settings) {
+/// Apply the worker's OS-level confinement (see the module doc). The
+/// limits must hold; the rest (priority, OOM score) is best effort.
+fn confine(settings: &Settings) -> Result<(), String> {
     let vars: Vec<_> = std::env::vars_os().map(|(k, _)| k).collect();
     for key in vars {
         std::env::remove_var(key);
     }
     let _ = std::env::set_current_dir("/");
-    os::confine(settings.max_memory, settings.max_cpu_seconds);
+    let address_space = settings
+        .max_memory
+        .map(|bytes| address_space(bytes, &settings.runtime));
+    os::confine(address_space, settings.max_cpu_seconds)
 }
 
 #[cfg(target_os = "linux")]
 mod os {
     /// Parent death → SIGKILL, no_new_privs, nice 10, rlimits.
-    pub fn confine(max_memory: Option<u64>, max_cpu_seconds: Option<u64>) {
+    pub fn confine(address_space: Option<u64>, max_cpu_seconds: Option<u64>) -> Result<(), String> {
         // SAFETY: plain syscalls on this process with constant arguments.
         unsafe {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
             libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
             libc::setpriority(libc::PRIO_PROCESS, 0, 10);
         }
-        if let Some(bytes) = max_memory {
-            set_limit(libc::RLIMIT_AS, bytes);
+        if let Some(bytes) = address_space {
+            super::set_limit(libc::RLIMIT_AS, "RLIMIT_AS", bytes)?;
         }
         // When the machine runs out of memory, the kernel should end a
         // worker, never the VM.
         let _ = std::fs::write("/proc/self/oom_score_adj", "1000");
         if let Some(seconds) = max_cpu_seconds {
-            set_limit(libc::RLIMIT_CPU, seconds);
+            super::set_limit(libc::RLIMIT_CPU, "RLIMIT_CPU", seconds)?;
         }
-    }
-
-    fn set_limit(resource: libc::__rlimit_resource_t, value: u64) {
-        let limit = libc::rlimit {
-            rlim_cur: value,
-            rlim_max: value,
-        };
-        // SAFETY: `limit` is a valid rlimit for the duration of the call.
-        unsafe {
-            libc::setrlimit(resource, &limit);
-        }
+        Ok(())
     }
 }
 
 #[cfg(all(unix, not(target_os = "linux")))]
 mod os {
-    pub fn confine(max_memory: Option<u64>, max_cpu_seconds: Option<u64>) {
+    pub fn confine(address_space: Option<u64>, max_cpu_seconds: Option<u64>) -> Result<(), String> {
         // SAFETY: plain syscalls on this process with constant arguments.
         unsafe {
             libc::setpriority(libc::PRIO_PROCESS, 0, 10);
         }
-        for (resource, value) in [
-            (libc::RLIMIT_AS, max_memory),
-            (libc::RLIMIT_CPU, max_cpu_seconds),
-        ] {
-            if let Some(value) = value {
-                let limit = libc::rlimit {
-                    rlim_cur: value as libc::rlim_t,
-                    rlim_max: value as libc::rlim_t,
-                };
-                // SAFETY: `limit` is valid for the duration of the call.
-                unsafe {
-                    libc::setrlimit(resource, &limit);
-                }
-            }
+        if let Some(bytes) = address_space {
+            super::set_limit(libc::RLIMIT_AS, "RLIMIT_AS", bytes)?;
         }
+        if let Some(seconds) = max_cpu_seconds {
+            super::set_limit(libc::RLIMIT_CPU, "RLIMIT_CPU", seconds)?;
+        }
+        Ok(())
     }
 }
 
 #[cfg(not(unix))]
 mod os {
-    pub fn confine(_max_memory: Option<u64>, _max_cpu_seconds: Option<u64>) {}
+    pub fn confine(address_space: Option<u64>, max_cpu_seconds: Option<u64>) -> Result<(), String> {
+        match (address_space, max_cpu_seconds) {
+            (None, None) => Ok(()),
+            _ => Err("resource limits are not supported on this platform".into()),
+        }
+    }
+}
+
+/// Set `resource` (named `name` in the error) to `value`, soft and hard,
+/// or to the present hard limit when that is already lower.
+#[cfg(target_os = "linux")]
+type Resource = libc::__rlimit_resource_t;
+#[cfg(all(unix, not(target_os = "linux")))]
+type Resource = libc::c_int;
+
+#[cfg(unix)]
+fn set_limit(resource: Resource, name: &str, value: u64) -> Result<(), String> {
+    let mut present = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `present` is a valid rlimit to write for the call.
+    if unsafe { libc::getrlimit(resource, &mut present) } != 0 {
+        return Err(format!(
+            "cannot read {name}: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    let value = (value as libc::rlim_t).min(present.rlim_max);
+    let limit = libc::rlimit {
+        rlim_cur: value,
+        rlim_max: value,
+    };
+    // SAFETY: `limit` is a valid rlimit for the duration of the call.
+    if unsafe { libc::setrlimit(resource, &limit) } != 0 {
+        return Err(format!(
+            "cannot set {name} to {value}: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -519,11 +575,31 @@ mod tests {
         assert!(read_frame(&mut huge).is_err());
     }
 
+    fn parsed(args: &[&str]) -> Result<Settings, String> {
+        parse_args(args.iter().map(|s| s.to_string()))
+    }
+
     #[test]
-    fn settings_ignore_what_they_do_not_know() {
-        let args = ["--max-memory", "1024", "--bogus", "x", "--stack-size", "10"];
-        let settings = parse_args(args.iter().map(|s| s.to_string()));
+    fn settings_skip_unknown_flags_and_refuse_bad_values() {
+        let settings = parsed(&["--max-memory", "1024", "--bogus", "x"]).unwrap();
         assert_eq!(settings.max_memory, Some(1024));
-        assert_ne!(settings.runtime.stack_size, 10);
+        for bad in [
+            &["--max-memory", "abc"][..],
+            &["--max-memory", "0"],
+            &["--max-cpu-seconds"],
+            &["--stack-size", "10"],
+        ] {
+            assert!(parsed(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_address_space_is_the_heap_plus_stacks_and_slack() {
+        let runtime = RuntimeConfig {
+            stack_size: 16 << 20,
+            max_script_threads: 256,
+            ..RuntimeConfig::default()
+        };
+        assert_eq!(address_space(4 << 30, &runtime), (4 << 30) + (4 << 30) + (1 << 30));
     }
 }

@@ -211,6 +211,54 @@ defmodule ExBashkit.Policy.NetTest do
     end
   end
 
+  describe "what reaches an allowed server" do
+    test "the Host header is the URL's host, whatever the script sets", %{server: server} do
+      session = Session.new(allow_net: [server.url], block_private_ips: false)
+      url = "#{server.url}/vhost"
+
+      for cmd <- [
+            "curl -s -H 'Host: internal-admin.svc' #{url}",
+            "curl -s -H 'host:internal-admin.svc' #{url}",
+            "wget -q -O - --header 'Host: internal-admin.svc' #{url}",
+            "http GET #{url} Host:internal-admin.svc"
+          ] do
+        assert %{stdout: "served /vhost"} = run!(session, cmd), cmd
+      end
+
+      heads = HttpServer.heads(server)
+      assert length(heads) == 4
+
+      for head <- heads do
+        hosts = Regex.scan(~r/^host: *(.*)$/im, head, capture: :all_but_first)
+        assert hosts == [["127.0.0.1:#{server.port}\r"]], head
+      end
+    end
+
+    test "a gzip body that inflates past the cap fails curl, not the script" do
+      bomb = :zlib.gzip(:binary.copy(<<0>>, 11 * 1024 * 1024))
+
+      server =
+        HttpServer.start!(routes: %{"/bomb" => {200, [{"content-encoding", "gzip"}], bomb}})
+
+      session = Session.new(allow_net: [server.url], block_private_ips: false)
+
+      result =
+        run!(session, """
+        if ! curl -s --compressed #{server.url}/bomb > /tmp/out; then echo failed; fi
+        curl -s --compressed #{server.url}/bomb > /tmp/out
+        echo "after $?"
+        """)
+
+      assert result.stdout =~ ~r/^failed\nafter [1-9]\d*\n$/
+      assert result.stderr =~ ~r/^curl: .*response too large/
+
+      # Without --compressed the body is passed through as sent.
+      size = byte_size(bomb)
+      assert %{stdout: out} = run!(session, "curl -s #{server.url}/bomb | wc -c | tr -d ' '")
+      assert out == "#{size}\n"
+    end
+  end
+
   describe "other spellings of a private address" do
     # The URL parser bashkit uses (WHATWG rules) turns every IPv4 spelling
     # into dotted-quad before the allowlist and the private-IP check see it;
@@ -246,6 +294,26 @@ defmodule ExBashkit.Policy.NetTest do
       open = Session.new(allow_net: [v6.url], block_private_ips: false)
       assert %{exit_code: 0, stdout: "served /six"} = run!(open, "curl -s '#{v6.url}/six'")
       assert_received {:http_request, _, "GET", "/six"}
+    end
+
+    test "every IPv4-embedding IPv6 form, by the address it embeds", %{server: server} do
+      session = Session.new(allow_net: :all)
+
+      # Each embeds 127.0.0.1 (Teredo: the client address, inverted).
+      for host <- [
+            "::ffff:0:127.0.0.1",
+            "::ffff:0:7f00:1",
+            "::ffff:127.0.0.1",
+            "::127.0.0.1",
+            "64:ff9b::127.0.0.1",
+            "2002:7f00:1::1",
+            "2001:0:808:808::80ff:fffe"
+          ] do
+        result = run!(session, "curl -s -m 5 'http://[#{host}]:#{server.port}/x'")
+        assert_refused(result)
+      end
+
+      refute_request(server)
     end
 
     test "an allowlisted literal matches its other spellings only once normalized",

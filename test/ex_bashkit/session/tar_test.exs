@@ -110,6 +110,19 @@ defmodule ExBashkit.Session.TarTest do
       end
     end
 
+    test "a 100 MB GNU long name: refused unread, the message a short prefix" do
+      name = :binary.copy("n", 100 * 1024 * 1024)
+      gz = :zlib.gzip(TarWriter.tar([{:long_name, name, "x"}]))
+      error = assert_raise ArgumentError, fn -> Session.new(rootfs: gz) end
+      assert error.message =~ ":rootfs"
+      assert byte_size(error.message) < 2_048
+
+      # A long name within the limits reads as that name.
+      ok = "d/" <> String.duplicate("n", 150)
+      session = Session.new(rootfs: TarWriter.tar([{:long_name, ok, "x"}]))
+      assert {:ok, "x"} = Session.read_file(session, "/" <> ok)
+    end
+
     test "garbage bytes, truncated gzip, a non-binary" do
       assert_refused("this is not a tar archive at all")
       assert_refused(:binary.copy("x", 4096))

@@ -38,7 +38,7 @@
 //!   the outer exec's own timeout drops it with the outer future;
 //! * the network: the nested interpreter has none (none of these commands
 //!   uses it);
-//! * in the node, the same `before_tool` guard against known crashers
+//! * the same `before_tool` guard against known crashers
 //!   (`policy/bombs.rs`).
 //!
 //! Cost: building the nested interpreter is the price of one wrapped
@@ -98,9 +98,8 @@ impl Nested {
         for (key, value) in ctx.env {
             builder = builder.env(key, value);
         }
-        if !crate::run::runtime::in_worker() {
-            builder = builder.before_tool(Box::new(crate::policy::bombs::refuse));
-        }
+        let in_node = !crate::run::runtime::in_worker();
+        builder = builder.before_tool(Box::new(move |event| crate::policy::bombs::refuse(event, in_node)));
         builder.build()
     }
 

@@ -27,17 +27,24 @@
 //!   `bun`. bashkit clamps its budget to what is left of the exec's
 //!   deadline on every call.
 //!
-//! sqlite's and typescript's commands are builtins we register, so a name
-//! outside the policy is simply not registered; a custom `:builtins` or
+//! sqlite's and typescript's commands are builtins we register, each
+//! wrapped by `commands/program.rs` (known bombs refused, the per-call
+//! deadline bounding their budget), so a name outside the policy is
+//! simply not registered; a custom `:builtins` or
 //! `:python` name one of them takes is refused at `new/1` (one would
 //! silently replace the other).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bashkit::{
-    Bash, BashBuilder, Extension, GitConfig, NetworkAllowlist, SqliteLimits, TypeScriptExtension,
-    TypeScriptLimits,
+    Bash, BashBuilder, Builtin, Extension, GitConfig, NetworkAllowlist, SqliteLimits,
+    TypeScriptExtension, TypeScriptLimits,
 };
+
+use crate::commands::program::{Make, Program};
+use crate::policy::bombs::Language;
+use crate::run::interrupt::Interrupt;
 
 use crate::config::SessionConfig;
 use crate::from_map;
@@ -84,6 +91,7 @@ pub fn register(
     mut builder: BashBuilder,
     config: &SessionConfig,
     permits: &Permits,
+    interrupt: Option<&Arc<Interrupt>>,
 ) -> Result<BashBuilder, String> {
     check_conflicts(config)?;
     if let Some(grant) = &config.git {
@@ -95,27 +103,44 @@ pub fn register(
             .into_iter()
             .filter(|n| permits.permits(n))
             .collect();
+        let budget = limits.max_duration;
+        let make: Make = Arc::new(move |left: Duration| {
+            let limits = limits.clone().max_duration(budget.min(left));
+            Box::new(bashkit::Sqlite::with_limits(limits)) as Box<dyn Builtin>
+        });
         for name in &names {
-            let sqlite = bashkit::Sqlite::with_limits(limits.clone());
-            builder = builder.builtin(*name, Box::new(sqlite));
+            let program = Program::new(name, Language::Sql, Arc::clone(&make), budget, interrupt);
+            builder = builder.builtin(*name, Box::new(program));
         }
         if !names.is_empty() {
             builder = builder.env(SQLITE_OPT_IN, "1");
         }
     }
     if config.typescript {
-        for (name, command) in typescript().builtins() {
+        let budget = TypeScriptLimits::default().common.max_duration;
+        for (name, _) in typescript(budget).builtins() {
             if permits.permits(&name) {
-                builder = builder.builtin(name, command);
+                let own = name.clone();
+                let make: Make = Arc::new(move |left: Duration| {
+                    typescript(budget.min(left))
+                        .builtins()
+                        .into_iter()
+                        .find(|(n, _)| *n == own)
+                        .map(|(_, command)| command)
+                        .expect("the extension makes the same commands each time")
+                });
+                let program = Program::new(&name, Language::TypeScript, make, budget, interrupt);
+                builder = builder.builtin(name, Box::new(program));
             }
         }
     }
     Ok(builder)
 }
 
-/// The TypeScript commands (bashkit's compat aliases on).
-fn typescript() -> TypeScriptExtension {
-    TypeScriptExtension::with_limits(TypeScriptLimits::default())
+/// The TypeScript commands (bashkit's compat aliases on), with a budget of
+/// at most `max_duration` (bashkit clamps it to the session's deadline).
+fn typescript(max_duration: Duration) -> TypeScriptExtension {
+    TypeScriptExtension::with_limits(TypeScriptLimits::default().max_duration(max_duration))
 }
 
 /// The command names each granted tool takes, before the policy.
@@ -136,7 +161,7 @@ fn granted(config: &SessionConfig) -> [(&'static str, Vec<String>); 3] {
         (
             "typescript",
             names(config.typescript, || {
-                typescript()
+                typescript(Duration::from_secs(1))
                     .builtins()
                     .into_iter()
                     .map(|(n, _)| n)

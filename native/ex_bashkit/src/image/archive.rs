@@ -16,6 +16,10 @@
 //! symlink targets are kept: the session's filesystem is the whole world,
 //! so `/bin/sh` names the session's own `/bin/sh` (as a rootfs needs).
 //! Members under `dev/` and `proc/` are skipped: those trees are virtual.
+//! A long-name or extended header (GNU `L`/`K`, pax `x`/`g`) past 64 KiB
+//! is refused before it is read (`check_extension_headers`): the `tar`
+//! crate reads such a header whole, and a 97 KB gzip can hold a 100 MB
+//! name. Messages quote at most `nif::error::MAX_MESSAGE_BYTES`.
 //!
 //! Writing walks a filesystem layer *below* bashkit's system layer and
 //! mounts (see `session.rs`), without following symlinks, in name order:
@@ -29,6 +33,8 @@ use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
 use bashkit::{FileSystem, FileType, FsLimits, VfsEntry, VfsEntryKind, VfsSnapshot};
+
+use crate::nif::error::bounded;
 
 /// Trees a session synthesizes; archives neither bring nor carry them.
 const VIRTUAL_TREES: &[&str] = &["dev", "proc"];
@@ -94,11 +100,17 @@ fn byte_cap(limits: &FsLimits) -> u64 {
         .saturating_add(1 << 20)
 }
 
+/// The most bytes a long-name or extended header may hold: a name within
+/// any path limit, and pax records for it, fit with room to spare.
+const MAX_EXTENSION_HEADER: u64 = 64 * 1024;
+
 /// Validate `bytes` (a tar, or a gzipped tar) into filesystem entries, with
 /// implicit parent directories added.
 pub fn parse(bytes: &[u8], limits: &FsLimits) -> Result<Vec<VfsEntry>, String> {
-    let members = members_of(bytes, limits, false)?;
-    to_entries(members, limits).map(|(entries, _)| entries)
+    let members = members_of(bytes, limits, false).map_err(bounded)?;
+    to_entries(members, limits)
+        .map(|(entries, _)| entries)
+        .map_err(bounded)
 }
 
 /// `parse` for an uncompressed tar whose bytes are kept (an image's
@@ -111,8 +123,8 @@ pub fn parse_in_place(
     if bytes.starts_with(&[0x1f, 0x8b]) {
         return Err("invalid tar archive: compressed, where an uncompressed one is needed".into());
     }
-    let members = members_of(bytes, limits, true)?;
-    to_entries(members, limits)
+    let members = members_of(bytes, limits, true).map_err(bounded)?;
+    to_entries(members, limits).map_err(bounded)
 }
 
 /// The validated members of `bytes` (a tar, or a gzipped tar unless
@@ -124,15 +136,19 @@ fn members_of(
 ) -> Result<BTreeMap<String, Member>, String> {
     let cap = byte_cap(limits);
     let gzipped = bytes.starts_with(&[0x1f, 0x8b]);
-    let reader: Box<dyn Read + '_> = if gzipped {
-        Box::new(flate2::read::GzDecoder::new(bytes))
-    } else {
-        Box::new(bytes)
+    let open = || {
+        let reader: Box<dyn Read + '_> = if gzipped {
+            Box::new(flate2::read::GzDecoder::new(bytes))
+        } else {
+            Box::new(bytes)
+        };
+        Capped {
+            inner: reader,
+            left: cap,
+        }
     };
-    let reader = Capped {
-        inner: reader,
-        left: cap,
-    };
+    check_extension_headers(open()).map_err(|e| format!("invalid tar archive: {e}"))?;
+    let reader = open();
     let (members, seen_any) =
         read_members(reader, limits, in_place).map_err(|e| format!("invalid tar archive: {e}"))?;
     // `tar` takes a short read at the start for the end of an empty
@@ -141,6 +157,49 @@ fn members_of(
         return Err("invalid tar archive: no tar header found".into());
     }
     Ok(members)
+}
+
+/// Refuse a long-name or extended header past `MAX_EXTENSION_HEADER`, by
+/// its size, before the real pass reads it whole. A raw pass (no header
+/// processed) sees the layout the real pass sees until a member whose
+/// layout the real pass reads differently: a GNU sparse member (extension
+/// blocks) or a pax `size` override; there it stops, the byte cap still
+/// bounding what follows.
+fn check_extension_headers(reader: impl Read) -> Result<(), String> {
+    let mut archive = tar::Archive::new(reader);
+    let entries = archive.entries().map_err(|e| e.to_string())?.raw(true);
+    for entry in entries {
+        // Malformed archives are the real pass's to describe.
+        let Ok(mut entry) = entry else {
+            return Ok(());
+        };
+        let kind = entry.header().entry_type();
+        let extension = kind.is_gnu_longname()
+            || kind.is_gnu_longlink()
+            || kind.is_pax_local_extensions()
+            || kind.is_pax_global_extensions();
+        if extension && entry.size() > MAX_EXTENSION_HEADER {
+            return Err(format!(
+                "a long-name or extended header of {} bytes ({MAX_EXTENSION_HEADER} at most)",
+                entry.size()
+            ));
+        }
+        if kind.is_gnu_sparse() {
+            return Ok(());
+        }
+        if kind.is_pax_local_extensions() {
+            let Ok(Some(extensions)) = entry.pax_extensions() else {
+                return Ok(());
+            };
+            if extensions
+                .flatten()
+                .any(|e| e.key_bytes() == b"size")
+            {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The members by absolute path, and whether the archive had any entry.
@@ -415,7 +474,7 @@ pub fn overlay_entries(fs: &dyn FileSystem, entries: Vec<VfsEntry>) -> Result<()
         merged.insert(entry.path.clone(), entry);
     }
     fs.vfs_restore(&VfsSnapshot::from_entries(merged.into_values().collect()))
-        .map_err(|e| format!("archive past the filesystem limits: {e}"))
+        .map_err(|e| bounded(format!("archive past the filesystem limits: {e}")))
 }
 
 /// How `write` names members and stamps times.
@@ -589,6 +648,36 @@ mod tests {
         header.as_old_mut().name[..bytes.len()].copy_from_slice(bytes);
         header.set_cksum();
         builder.append(&header, content).unwrap();
+    }
+
+    fn long_named(name: &str) -> Vec<u8> {
+        tar_of(|b| {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(1);
+            header.set_mode(0o644);
+            header.set_entry_type(tar::EntryType::Regular);
+            b.append_data(&mut header, name, &b"x"[..]).unwrap();
+        })
+    }
+
+    #[test]
+    fn a_huge_long_name_is_refused_unread_with_a_short_message() {
+        let limits = FsLimits::default();
+        let huge = format!("/{}", "a".repeat(4 << 20));
+        for bytes in [long_named(&huge[1..]), gzip(&long_named(&huge[1..])).unwrap()] {
+            let error = parse(&bytes, &limits).unwrap_err();
+            assert!(error.contains("long-name or extended header"), "{error}");
+            assert!(error.len() <= crate::nif::error::MAX_MESSAGE_BYTES, "{}", error.len());
+        }
+        // Past the path limit but within the header cap: refused by the
+        // limit, quoted short.
+        let long = "b/".repeat(20_000) + "c";
+        let error = parse(&long_named(&long), &limits).unwrap_err();
+        assert!(error.len() < crate::nif::error::MAX_MESSAGE_BYTES + 40, "{error}");
+        // An ordinary long name still reads.
+        let name = "d/".repeat(60) + "e";
+        let entries = parse(&long_named(&name), &limits).unwrap();
+        assert!(entries.iter().any(|e| e.path == Path::new(&format!("/{name}"))));
     }
 
     #[test]

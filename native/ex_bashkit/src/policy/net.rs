@@ -16,6 +16,16 @@
 //! included) is also checked by `ambiguous_path`, which turns away paths
 //! with encoded separators or dots, where the encoded and the decoded path
 //! could name different resources.
+//!
+//! The transport also sends the URL's host as `Host` (a script's own
+//! `Host` header is dropped: behind a shared ingress it would reach a
+//! virtual host the allowlist never named), classifies IPv6 literals and
+//! resolved addresses by the IPv4 address they embed (`address`), and
+//! fails a compressed response that inflates past the cap as a request
+//! (`compressed`).
+
+mod address;
+mod compressed;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,6 +86,7 @@ pub fn transport(config: &SessionConfig) -> Result<Arc<dyn HttpTransport>, Strin
         policy,
         hosts,
         inner,
+        block_private_ips: config.block_private_ips,
     }))
 }
 
@@ -94,6 +105,41 @@ pub struct AbsentTransport {
     /// `scheme://host:port` of every pattern (empty with `:all`).
     hosts: Vec<String>,
     inner: HttpClient,
+    /// Whether private addresses are refused (`address::is_private`).
+    block_private_ips: bool,
+}
+
+impl AbsentTransport {
+    /// Whether `url`'s host is, or resolves to, a private address by
+    /// `address::is_private` (which sees the IPv4 inside every
+    /// IPv4-embedding IPv6 form). bashkit's own check still runs after.
+    async fn private_host(&self, url: &Url) -> bool {
+        if !self.block_private_ips {
+            return false;
+        }
+        match url.host() {
+            Some(url::Host::Ipv4(v4)) => address::is_private(v4.into()),
+            Some(url::Host::Ipv6(v6)) => address::is_private(v6.into()),
+            Some(url::Host::Domain(name)) => {
+                let port = url.port_or_known_default().unwrap_or(80);
+                match tokio::net::lookup_host((name, port)).await {
+                    Ok(mut addrs) => addrs.any(|a| address::is_private(a.ip())),
+                    // A name that does not resolve fails in the client.
+                    Err(_) => false,
+                }
+            }
+            None => false,
+        }
+    }
+}
+
+/// The request's headers without `Host`: the client sends the URL's.
+fn without_host(headers: &[(String, String)]) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(name, _)| !name.trim().eq_ignore_ascii_case("host"))
+        .cloned()
+        .collect()
 }
 
 fn origin(url: &Url) -> String {
@@ -146,19 +192,29 @@ impl HttpTransport for AbsentTransport {
         if !self.hosts.is_empty() && ambiguous_path(url).is_some() {
             return Ok(not_found());
         }
+        if self.private_host(&parsed).await {
+            return Err(unresolvable(url));
+        }
+        let headers = without_host(&request.headers);
         let answer = self
             .inner
             .request_with_timeouts(
                 request.method,
                 url,
                 request.body.as_deref(),
-                &request.headers,
+                &headers,
                 Some(whole_seconds(request.timeout)),
                 request.connect_timeout.map(whole_seconds),
             )
             .await;
         let error = match answer {
-            Ok(response) => return Ok(response),
+            Ok(response) => {
+                return match compressed::refusal(&headers, &response, request.max_response_bytes)
+                {
+                    Some(refusal) => Err(refusal),
+                    None => Ok(response),
+                }
+            }
             Err(error) => error,
         };
         let message = match &error {

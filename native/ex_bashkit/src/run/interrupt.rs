@@ -13,7 +13,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bashkit::{Builtin, BuiltinContext, ExecResult};
 use tokio::sync::Notify;
@@ -21,11 +21,14 @@ use tokio::sync::Notify;
 /// bashkit's own cap on one `sleep`.
 const MAX_SLEEP_SECONDS: f64 = 60.0;
 
-/// The "stop waiting" signal of one session.
+/// The "stop waiting" signal of one session, and the deadline of the exec
+/// it belongs to (for commands whose own budget must not outlast it:
+/// `commands/program.rs`).
 #[derive(Debug, Default)]
 pub struct Interrupt {
     raised: AtomicBool,
     notify: Notify,
+    deadline: parking_lot::Mutex<Option<Instant>>,
 }
 
 impl Interrupt {
@@ -42,6 +45,23 @@ impl Interrupt {
     /// Re-arm for the next exec.
     pub fn clear(&self) {
         self.raised.store(false, Ordering::SeqCst);
+    }
+
+    /// The running exec's per-call deadline (`None`: only the session's).
+    pub fn set_deadline(&self, deadline: Option<Instant>) {
+        *self.deadline.lock() = deadline;
+    }
+
+    /// What is left of the running exec's per-call deadline (at least a
+    /// millisecond, so that a budget made from it still counts), if it has
+    /// one.
+    pub fn remaining(&self) -> Option<Duration> {
+        let deadline = (*self.deadline.lock())?;
+        Some(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1)),
+        )
     }
 
     /// Resolves once the interrupt is raised.

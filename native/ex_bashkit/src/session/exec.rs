@@ -66,13 +66,19 @@ struct Running<'a> {
 }
 
 impl<'a> Running<'a> {
-    fn start(session: &'a Session, ticket: &Arc<ExecTicket>, bash: &Bash) -> Self {
+    fn start(
+        session: &'a Session,
+        ticket: &Arc<ExecTicket>,
+        bash: &Bash,
+        deadline: Option<Instant>,
+    ) -> Self {
         // bashkit leaves resetting the token to us: reset it before this
         // exec becomes cancellable.
         let token = bash.cancellation_token();
         token.store(false, Ordering::SeqCst);
         let interrupt = session.interrupt();
         interrupt.clear();
+        interrupt.set_deadline(deadline);
         ticket.start(token, interrupt);
         *session.current.lock() = Some(Arc::clone(ticket));
         Running { session }
@@ -217,8 +223,11 @@ pub fn exec(
     let place = session.register_call(exec_id, &ticket);
     // A per-call timeout counts from the call, queueing behind other execs
     // of this session included.
-    if let Some(ms) = call.timeout_ms {
-        watchdog::schedule(Instant::now() + Duration::from_millis(ms), &ticket);
+    let deadline = call
+        .timeout_ms
+        .map(|ms| Instant::now() + Duration::from_millis(ms));
+    if let Some(deadline) = deadline {
+        watchdog::schedule(deadline, &ticket);
     }
     // Streamed output is sent as it comes: from a runner thread. In a
     // worker the submitting thread reads every frame (cancel included): it
@@ -241,7 +250,7 @@ pub fn exec(
             let Some(mut bash) = Session::turn(&ticket, place).await else {
                 return ExecOutcome::stopped(&ticket, call.timeout_ms);
             };
-            let _running = Running::start(&session, &ticket, &bash);
+            let _running = Running::start(&session, &ticket, &bash, deadline);
             let _attached = session
                 .channel
                 .as_ref()

@@ -20,6 +20,12 @@
 //! (host mounts, `:virtual_fs`) is dropped after the restore: it would be
 //! hidden under the mount, yet counted and carried along.
 //!
+//! Legacy (bashkit v1 JSON) snapshots are refused (`legacy_format`): they
+//! carry no capability fingerprint, so bashkit restores them unchecked, and
+//! it validates none of their names (an unkeyed one, its digest public,
+//! brought in env names like `$(id)` and a cwd of `rel/../..` that `new/1`
+//! refuses). This library never wrote them: bashkit 0.20 writes v2 only.
+//!
 //! Both are lifecycle calls (`session/lifecycle.rs`): their wait for the lock is
 //! bounded by their `:timeout_ms` and ended by their caller's death. Both
 //! run on a thread of their own: a 90 MB snapshot computes for seconds
@@ -95,6 +101,22 @@ fn describe(error: &Error) -> String {
              restore into a session built with the same :builtins, :python, :git, :sqlite and :typescript"
         ),
         other => format!("invalid snapshot: {other}"),
+    }
+}
+
+/// Bytes of a snapshot's integrity digest, before its body.
+const DIGEST_LEN: usize = 32;
+
+/// Refuse a legacy v1 snapshot: a digest, then a JSON body (v2 bodies
+/// start with `BKSNAP`). See the module doc.
+fn legacy_format(data: &[u8]) -> Result<(), String> {
+    match data.get(DIGEST_LEN..) {
+        Some(body) if body.trim_ascii_start().starts_with(b"{") => Err(
+            "invalid snapshot: legacy (v1 JSON) format, which carries no capability \
+             fingerprint and is not accepted; take the snapshot again with this version"
+                .into(),
+        ),
+        _ => Ok(()),
     }
 }
 
@@ -205,6 +227,7 @@ pub fn restore(op: Op, bytes: impl SnapshotSource, key: Option<Vec<u8>>, reply: 
                     base.map(|b| b.image.id.as_str()),
                     key.as_deref(),
                 )?;
+                legacy_format(inner)?;
                 match &key {
                     Some(key) => bash.restore_snapshot_keyed(inner, key),
                     None => bash.restore_snapshot(inner),

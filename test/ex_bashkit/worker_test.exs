@@ -1,0 +1,39 @@
+defmodule ExBashkit.WorkerTest do
+  # The worker OS process's own limits: `:worker_max_memory` reaches it as
+  # the documented heap figure, its address-space limit is that plus its
+  # thread stacks and mapping slack, and a limit it cannot apply (here: a
+  # bad value) ends it at once instead of leaving it unconfined.
+  use ExBashkit.Test.Case, async: true
+
+  alias ExBashkit.{Session, Worker}
+
+  @stack_reservation 256 * 16 * 1024 * 1024
+  @mapping_slack 1024 * 1024 * 1024
+
+  test "--max-memory is :worker_max_memory; the address space adds stacks and slack" do
+    max_memory = Application.get_env(:ex_bashkit, :worker_max_memory, 4 * 1024 ** 3)
+    %Session{location: {:process, worker, _sid}} = Session.new(isolation: :process)
+    os_pid = Worker.os_pid(worker)
+
+    args = "/proc/#{os_pid}/cmdline" |> File.read!() |> String.split(<<0>>)
+
+    assert ["--max-memory", "#{max_memory}"] ==
+             Enum.drop_while(args, &(&1 != "--max-memory")) |> Enum.take(2)
+
+    limits = File.read!("/proc/#{os_pid}/limits")
+
+    [soft, hard] =
+      Regex.run(~r/^Max address space\s+(\d+)\s+(\d+)/m, limits, capture: :all_but_first)
+
+    expected = max_memory + @stack_reservation + @mapping_slack
+    assert {String.to_integer(soft), String.to_integer(hard)} == {expected, expected}
+  end
+
+  test "a limit flag with a bad value ends the worker before it serves anything" do
+    for args <- [["--max-memory", "lots"], ["--max-cpu-seconds", "0"], ["--max-memory"]] do
+      {out, status} = System.cmd(Worker.executable(), args, stderr_to_stdout: true)
+      assert status == 78, "#{inspect(args)}: #{out}"
+      assert out =~ "ex_bashkit_worker: --max-"
+    end
+  end
+end

@@ -41,14 +41,13 @@ defmodule ExBashkit.MCP.Session do
           {:session, ExBashkit.Session.t() | [ExBashkit.Session.option()]}
           | {:pool, Pool.pool()}
           | {:idle_ttl_ms, pos_integer() | :infinity}
-          | {:register, {Registry.registry(), term()}}
 
   @doc """
   Start a session process linked to the caller; returns at once (the
   sandbox session is built, or taken from the pool, in the new process, so
   a full pool never blocks the caller). Options: `:session` (options of
   `ExBashkit.Session.new/1`, or a session to serve) or `:pool`; `:idle_ttl_ms` (default
-  `:infinity`); `:register` - `{registry, key}`: a `Registry` to register in.
+  `:infinity`).
   A session that cannot be had (bad options, a pool over its queue) is an
   error answer to the first request, after which the process stops.
   """
@@ -101,10 +100,8 @@ defmodule ExBashkit.MCP.Session do
   def init_it(opts) do
     Process.flag(:trap_exit, true)
 
-    with {registry, key} <- Keyword.get(opts, :register),
-         do: {:ok, _} = Registry.register(registry, key, nil)
-
     :proc_lib.init_ack({:ok, self()})
+
     state = %{
       session: nil,
       failure: nil,
@@ -200,6 +197,7 @@ defmodule ExBashkit.MCP.Session do
   end
 
   defp continue(%{version: :failed} = state), do: {:stop, {:shutdown, :no_session}, state}
+
   defp continue(%{drain: [_ | _], calls: calls} = state) when calls == %{},
     do: continue(drained(state))
 
@@ -259,11 +257,13 @@ defmodule ExBashkit.MCP.Session do
 
     # The tools a session has do not change: listed once, so that
     # `tools/list` never waits for a running exec.
-    {:reply, Protocol.result(id, result), %{state | version: version, tools: Tools.list(state.session)}}
+    {:reply, Protocol.result(id, result),
+     %{state | version: version, tools: Tools.list(state.session)}}
   end
 
   defp request("initialize", _params, id, _reply_to, state),
-    do: {:reply, Protocol.error(id, :invalid_request, "the session is already initialized"), state}
+    do:
+      {:reply, Protocol.error(id, :invalid_request, "the session is already initialized"), state}
 
   defp request("ping", _params, id, _reply_to, state),
     do: {:reply, Protocol.result(id, %{}), state}

@@ -76,7 +76,9 @@ defmodule ExBashkit.MCP.Tools do
 
       {:error, message} ->
         %{
-          "content" => [%{"type" => "text", "text" => "the tool's answer is not JSON: " <> message}],
+          "content" => [
+            %{"type" => "text", "text" => "the tool's answer is not JSON: " <> message}
+          ],
           "isError" => true
         }
     end

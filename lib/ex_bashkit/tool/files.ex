@@ -247,7 +247,8 @@ defmodule ExBashkit.Tool.Files do
   # or how many there are when that is not one (an empty `old_text` occurs
   # 0 times): the exact unique match of Condukt's Edit, shared with
   # `ExBashkit.Sandbox.edit_file/4`.
-  @spec replace_once(binary(), binary(), binary()) :: {:ok, binary()} | {:count, non_neg_integer()}
+  @spec replace_once(binary(), binary(), binary()) ::
+          {:ok, binary()} | {:count, non_neg_integer()}
   def replace_once(_content, "", _new_text), do: {:count, 0}
 
   def replace_once(content, old_text, new_text) do

@@ -41,8 +41,10 @@ defmodule ExBashkit.MCP.JSON do
 
   ## Examples
 
-      iex> ExBashkit.MCP.JSON.encode(%{"a" => [1, nil, true], b: "é"})
-      {:ok, ~s({"a":[1,null,true],"b":"é"})}
+      iex> ExBashkit.MCP.JSON.encode(%{"a" => [1, nil, true, "é"]})
+      {:ok, ~s({"a":[1,null,true,"é"]})}
+      iex> ExBashkit.MCP.JSON.encode(%{ok: :yes})
+      {:ok, ~s({"ok":"yes"})}
       iex> {:error, _} = ExBashkit.MCP.JSON.encode({:not, :json})
   """
   @spec encode(term()) :: {:ok, binary()} | {:error, String.t()}

@@ -142,9 +142,12 @@ impl Serialize for Encodable<'_> {
                 serializer.serialize_f64(f)
             }
             TermType::List => {
+                // An improper list has no length (and its iterator panics).
+                term.list_length()
+                    .map_err(|_| S::Error::custom("an improper list is not JSON"))?;
                 let items: ListIterator = term
                     .decode()
-                    .map_err(|_| S::Error::custom("an improper list"))?;
+                    .map_err(|_| S::Error::custom("unreadable list"))?;
                 let mut seq = serializer.serialize_seq(None)?;
                 for item in items {
                     seq.serialize_element(&self.child(item))?;

@@ -173,9 +173,9 @@ defmodule ExBashkit.Tool do
       iex> ExBashkit.Tool.call(session, "bash", %{"commands" => "echo hi > /a.txt"})["exit_code"]
       0
       iex> ExBashkit.Tool.call(session, "read_file", %{"path" => "/a.txt"})["content"]
-      "hi\n"
+      "hi\\n"
       iex> ExBashkit.Tool.call(session, "nope", %{})
-      %{"error" => "unknown tool: \"nope\""}
+      %{"error" => "unknown tool: \\"nope\\""}
   """
   @spec call(Session.t(), String.t(), map()) :: response()
   def call(session, "bash", input), do: call(session, input)

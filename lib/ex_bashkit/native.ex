@@ -79,4 +79,9 @@ defmodule ExBashkit.Native do
   def session_export_tar(_session, _request, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
   def image_build(_spec), do: :erlang.nif_error(:nif_not_loaded)
   def image_tar(_image), do: :erlang.nif_error(:nif_not_loaded)
+
+  # JSON for the MCP server (`term/json.rs`): `{:ok, term} | {:error, message}`
+  # and `{:ok, binary} | {:error, message}`, bounded, on a dirty scheduler.
+  def json_decode(_binary), do: :erlang.nif_error(:nif_not_loaded)
+  def json_encode(_term), do: :erlang.nif_error(:nif_not_loaded)
 end

@@ -311,15 +311,12 @@ defmodule ExBashkit.Sandbox do
   def edit_file(%__MODULE__{} = state, path, old_text, new_text)
       when is_binary(old_text) and is_binary(new_text) do
     with {:ok, content} <- read_file(state, path) do
-      case occurrences(content, old_text) do
-        1 ->
-          [before, rest] = :binary.split(content, old_text)
-          edited = before <> new_text <> rest
-
+      case ExBashkit.Tool.Files.replace_once(content, old_text, new_text) do
+        {:ok, edited} ->
           with :ok <- write_file(state, path, edited),
                do: {:ok, %{occurrences: 1, content: edited}}
 
-        n ->
+        {:count, n} ->
           {:ok, %{occurrences: n, content: content}}
       end
     end
@@ -327,9 +324,6 @@ defmodule ExBashkit.Sandbox do
 
   def edit_file(%__MODULE__{}, _path, _old, _new),
     do: {:error, "old_text and new_text must be binaries"}
-
-  defp occurrences(_content, ""), do: 0
-  defp occurrences(content, old_text), do: length(:binary.matches(content, old_text))
 
   @doc """
   Paths matching the glob `pattern`, sorted, relative to the base cwd (or

@@ -16,6 +16,11 @@ defmodule ExBashkit.Tool do
     * `call/2` - run one tool call and return a JSON-ready map:
       `%{"stdout" => ..., "stderr" => ..., "exit_code" => ..., "error" => ...}`.
 
+  Beside `bash`, the file tools of `ExBashkit.Tool.Files` (`read_file`,
+  `write_file`, `edit_file`, `glob`, `grep`): `definitions/0,1` lists them
+  all, `call/3` runs any of them by name. These definitions are the one
+  source of the tools `ExBashkit.MCP` serves.
+
   ## Example
 
       session = ExBashkit.Session.new(cwd: "/work", limits: [max_commands: 50_000])
@@ -41,6 +46,7 @@ defmodule ExBashkit.Tool do
 
   alias ExBashkit.Session
   alias ExBashkit.Session.Defaults
+  alias ExBashkit.Tool.Files
 
   @max_lines 2_000
   @max_bytes 50 * 1024
@@ -67,7 +73,7 @@ defmodule ExBashkit.Tool do
 
   @typedoc "What `call/2` returns: JSON-ready, string keys."
   @type response :: %{
-          required(String.t()) => String.t() | integer() | nil
+          required(String.t()) => String.t() | integer() | boolean() | list() | nil
         }
 
   @doc """
@@ -134,6 +140,46 @@ defmodule ExBashkit.Tool do
       }
     }
   end
+
+  @doc """
+  Every tool's definition, `bash` (`definition/0`) first, then the file
+  tools of `ExBashkit.Tool.Files`.
+
+  ## Examples
+
+      iex> Enum.map(ExBashkit.Tool.definitions(), & &1.name)
+      ["bash", "read_file", "write_file", "edit_file", "glob", "grep"]
+  """
+  @spec definitions() :: [%{name: String.t(), description: String.t(), input_schema: map()}]
+  def definitions, do: [definition() | Files.definitions()]
+
+  @doc """
+  `definitions/0` for `session`: `bash`'s description names the tools the
+  session was granted, as in `definition/1`.
+  """
+  @spec definitions(Session.t()) :: [
+          %{name: String.t(), description: String.t(), input_schema: map()}
+        ]
+  def definitions(session), do: [definition(session) | Files.definitions()]
+
+  @doc """
+  Run tool `name` (one of `definitions/0`) on `session`: `call/2` for
+  `"bash"`, `ExBashkit.Tool.Files.call/3` for the file tools. An unknown
+  name is `%{"error" => "unknown tool: ..."}`.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new()
+      iex> ExBashkit.Tool.call(session, "bash", %{"commands" => "echo hi > /a.txt"})["exit_code"]
+      0
+      iex> ExBashkit.Tool.call(session, "read_file", %{"path" => "/a.txt"})["content"]
+      "hi\\n"
+      iex> ExBashkit.Tool.call(session, "nope", %{})
+      %{"error" => "unknown tool: \\"nope\\""}
+  """
+  @spec call(Session.t(), String.t(), map()) :: response()
+  def call(session, "bash", input), do: call(session, input)
+  def call(session, name, input), do: Files.call(session, name, input)
 
   @doc """
   A short description of `session` for the model's system prompt: user,

@@ -1,0 +1,69 @@
+// Drive an ExBashkit MCP server with the official TypeScript SDK
+// (@modelcontextprotocol/sdk on npm).
+//
+//   node client.mjs stdio <root>   spawn `mix ex_bashkit.mcp` in <root>
+//   node client.mjs http <url>     connect to a Streamable HTTP endpoint
+//
+// MCP_SDK_DIR names the SDK's installed package directory. Runs one
+// scenario and prints what it saw as one JSON object on stdout
+// (test/ex_bashkit/mcp/clients_test.exs asserts on it).
+
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+
+const sdk = (file) => import(pathToFileURL(join(process.env.MCP_SDK_DIR, "dist/esm", file)).href);
+const { Client } = await sdk("client/index.js");
+const { StdioClientTransport } = await sdk("client/stdio.js");
+const { StreamableHTTPClientTransport } = await sdk("client/streamableHttp.js");
+
+const [transportName, target] = process.argv.slice(2);
+const transport =
+  transportName === "stdio"
+    ? new StdioClientTransport({ command: "mix", args: ["ex_bashkit.mcp"], cwd: target, env: process.env, stderr: "inherit" })
+    : new StreamableHTTPClientTransport(new URL(target));
+
+const answer = (result) => ({
+  answer: JSON.parse(result.content[0].text),
+  is_error: result.isError ?? false,
+  structured: result.structuredContent ?? null,
+});
+
+const client = new Client({ name: "ex-bashkit-test", version: "1.0.0" });
+await client.connect(transport);
+const seen = {};
+seen.server_name = client.getServerVersion()?.name ?? null;
+seen.tools = (await client.listTools()).tools.map((tool) => tool.name).sort();
+
+const call = (name, args, options) => client.callTool({ name, arguments: args }, undefined, options);
+
+await call("bash", { commands: "mkdir -p /work && cd /work && x=41" });
+seen.second_bash = answer(await call("bash", { commands: "echo $((x + 1)); pwd" }));
+
+seen.write = answer(await call("write_file", { path: "notes/a.txt", content: "hello\n" }));
+seen.read = answer(await call("read_file", { path: "/work/notes/a.txt" }));
+
+seen.timeout = answer(await call("bash", { commands: "echo partial; sleep 10", timeout_ms: 300 }));
+
+// Aborted by the caller: the SDK sends notifications/cancelled.
+const abort = new AbortController();
+setTimeout(() => abort.abort("test cancels"), 1500);
+try {
+  await call("bash", { commands: "sleep 30; touch /work/after" }, { signal: abort.signal });
+  seen.cancelled = false;
+} catch (error) {
+  seen.cancelled = abort.signal.aborted;
+}
+seen.after_cancel = answer(
+  await call("bash", { commands: "test -e /work/after && echo ran || echo stopped; echo $x" })
+);
+
+try {
+  await call("no_such_tool", {});
+  seen.unknown_tool = null;
+} catch (error) {
+  seen.unknown_tool = error.code ?? String(error);
+}
+
+if (transportName === "http") await transport.terminateSession();
+await client.close();
+console.log(JSON.stringify(seen));

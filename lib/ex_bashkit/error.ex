@@ -96,7 +96,8 @@ defmodule ExBashkit.Error do
       [:deleted, :complete, :timeout, :cancelled, :parse, :internal, :max_commands] ++
       [:max_loop_iterations, :max_total_loop_iterations, :max_function_depth] ++
       [:timeout_ms, :max_input_bytes, :max_total_commands, :max_exec_calls, :fs_usage] ++
-      [:bytes, :files, :dirs]
+      [:bytes, :files, :dirs, :requests, :method, :url, :status, :decision, :allow, :deny] ++
+      [:egress, :credentials, :prefix, :placeholder]
   end
 
   defp reason(message) do

@@ -8,9 +8,11 @@ defmodule ExBashkit.Test.HttpServer do
   #     server.url                      # "http://127.0.0.1:PORT"
   #     HttpServer.connections(server)  # TCP connections accepted so far
   #     HttpServer.requests(server)     # ["GET / HTTP/1.1", ...]
+  #     HttpServer.headers(server)      # [[{"host", "127.0.0.1:PORT"}, ...], ...]
   #
   # Answers come from `:routes` (`path => {status, headers, body}`, unknown
-  # paths 404) or a `:handler` `(method, path) -> {status, headers, body}`;
+  # paths 404) or a `:handler` `(method, path) -> {status, headers, body}`
+  # (or `(method, path, headers)`, to answer with what it was sent);
   # with neither, every path gets 200 `"served " <> path`. Every request is
   # also reported to the starting process as
   # `{:http_request, server_pid, method, path}`, for `assert_received`.
@@ -74,6 +76,16 @@ defmodule ExBashkit.Test.HttpServer do
     GenServer.call(server.pid, :requests)
   end
 
+  @doc """
+  The headers of each request read before this call, in order: `{name,
+  value}` pairs, names lowercased, as they reached the server.
+  """
+  @spec headers(t()) :: [[{String.t(), String.t()}]]
+  def headers(server) do
+    sync!(server)
+    GenServer.call(server.pid, :headers)
+  end
+
   @doc false
   def child_spec(opts) do
     %{id: __MODULE__, start: {__MODULE__, :start_link, [opts]}, restart: :temporary}
@@ -114,7 +126,8 @@ defmodule ExBashkit.Test.HttpServer do
         server = self()
         owner = Keyword.fetch!(opts, :owner)
         spawn_link(fn -> accept_loop(listen, server, owner, answer) end)
-        {:ok, %{listen: listen, port: port, connections: 0, syncs: 0, requests: []}}
+        state = %{listen: listen, port: port, connections: 0, syncs: 0, requests: []}
+        {:ok, Map.put(state, :headers, [])}
 
       {:error, reason} ->
         {:stop, reason}
@@ -139,6 +152,11 @@ defmodule ExBashkit.Test.HttpServer do
 
   def handle_call({:request, line}, _from, state),
     do: {:reply, :ok, %{state | requests: [line | state.requests]}}
+
+  def handle_call(:headers, _from, state), do: {:reply, Enum.reverse(state.headers), state}
+
+  def handle_call({:headers, headers}, _from, state),
+    do: {:reply, :ok, %{state | headers: [headers | state.headers]}}
 
   defp accept_loop(listen, server, owner, answer) do
     case :gen_tcp.accept(listen) do
@@ -165,8 +183,11 @@ defmodule ExBashkit.Test.HttpServer do
     end
 
     with {:ok, head} <- read_head(socket, ""),
-         [line | _] <- String.split(head, "\r\n") do
+         [line | fields] <- String.split(head, "\r\n") do
       [method, path | _] = String.split(line, " ") ++ ["", ""]
+      request_headers = header_fields(fields)
+      if path != @sync_path, do: :ok = GenServer.call(server, {:headers, request_headers})
+      answer = if is_function(answer, 3), do: &answer.(&1, &2, request_headers), else: answer
       {status, headers, body} = respond(server, owner, answer, line, method, path)
       body = IO.iodata_to_binary(body)
 
@@ -190,6 +211,11 @@ defmodule ExBashkit.Test.HttpServer do
     :ok = GenServer.call(server, {:request, line})
     send(owner, {:http_request, server, method, path})
     answer.(method, path)
+  end
+
+  defp header_fields(fields) do
+    for field <- fields, [name, value] <- [String.split(field, ":", parts: 2)],
+        do: {String.downcase(name), String.trim(value)}
   end
 
   defp read_head(socket, acc) do

@@ -326,9 +326,15 @@ pub fn build_bash_on(
     for (key, value) in &config.env {
         builder = builder.env(key, value);
     }
-    builder = crate::policy::credentials::register(builder, config)
+    let (with_placeholders, credentials) = crate::policy::credentials::register(builder, config)?;
+    builder = with_placeholders
         .network(crate::policy::net::allowlist(config)?)
-        .http_transport(crate::policy::egress::transport(config, channel, requests)?);
+        .http_transport(crate::policy::egress::transport(
+            config,
+            channel,
+            requests,
+            credentials,
+        )?);
     // The command policy: bashkit's commands outside it are filtered out of
     // the table, ours are not registered (see `policy/commands.rs` for why that
     // covers every route to a command).

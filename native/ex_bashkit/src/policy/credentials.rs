@@ -1,13 +1,23 @@
-//! Credentials (`:credentials`): headers bashkit adds to the requests under
-//! a URL prefix, after the script has built them (`BashBuilder::credential`)
-//! or in place of an opaque placeholder the script holds in an environment
-//! variable (`BashBuilder::credential_placeholder`). The secret lives only
-//! in bashkit's `before_http` hook and in `policy/egress.rs`, which redacts
-//! it from what the host's `:egress` callback sees and from answers that
-//! echo it back; it is never in the env, the filesystem, the shell state
-//! or anything a result carries.
+//! Credentials (`:credentials`): headers added to the requests under a
+//! URL prefix after the script has built them, or in place of an opaque
+//! placeholder the script holds in an environment variable. The secret
+//! lives only here, in the session's [`Injector`], which
+//! `policy/egress.rs` runs on every request; it also redacts it from what
+//! the host's `:egress` callback sees and from answers that echo it back.
+//! It is never in the env, the filesystem, the shell state or anything a
+//! result carries.
+//!
+//! The rules are bashkit's (`BashBuilder::credential` and
+//! `credential_placeholder`, `bashkit/src/credential.rs`): injected headers
+//! replace the script's headers of the same name; a placeholder is
+//! replaced only in the credential's own headers and only when it occurs
+//! once in the value (several would let a header-echoing host hand the
+//! secret back in pieces). They are applied here rather than through
+//! bashkit's hook, whose URL matching refuses every private address
+//! whatever `:block_private_ips` says: a credential for a service on the
+//! host's network would never be sent.
 
-use bashkit::{BashBuilder, Credential};
+use bashkit::{BashBuilder, NetworkAllowlist};
 
 use crate::config::SessionConfig;
 use crate::from_map;
@@ -39,20 +49,90 @@ impl std::fmt::Debug for CredentialSpec {
 }
 
 impl CredentialSpec {
-    fn credential(&self) -> Credential {
+    /// The headers it adds, with the part of each value a placeholder
+    /// stands for (the token of a bearer, else the whole value).
+    fn headers(&self) -> Vec<Header> {
         match &self.bearer {
-            Some(token) => Credential::bearer(token),
-            None => Credential::headers(self.headers.clone()),
+            Some(token) => vec![Header {
+                name: "Authorization".into(),
+                value: format!("Bearer {token}"),
+                secret: token.clone(),
+            }],
+            None => self
+                .headers
+                .iter()
+                .map(|(name, value)| Header {
+                    name: name.clone(),
+                    value: value.clone(),
+                    secret: value.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+struct Header {
+    name: String,
+    value: String,
+    secret: String,
+}
+
+struct Rule {
+    /// The prefix, private addresses admitted (`:allow_net` and
+    /// `:block_private_ips` have had their say when a rule is applied).
+    matcher: NetworkAllowlist,
+    headers: Vec<Header>,
+    placeholder: Option<String>,
+}
+
+/// A session interpreter's credentials, applied to each request.
+pub struct Injector {
+    rules: Vec<Rule>,
+    /// Every secret value, longest first (one that holds another is
+    /// redacted whole).
+    secrets: Vec<String>,
+}
+
+impl Injector {
+    /// `headers` as they go to `url`: credentials added or placeholders
+    /// replaced, rule by rule.
+    pub fn apply(&self, url: &str, headers: &mut Vec<(String, String)>) {
+        for rule in self.rules.iter().filter(|r| r.matcher.is_allowed(url)) {
+            match &rule.placeholder {
+                None => {
+                    headers.retain(|(name, _)| {
+                        !rule.headers.iter().any(|h| h.name.eq_ignore_ascii_case(name))
+                    });
+                    headers.extend(rule.headers.iter().map(|h| (h.name.clone(), h.value.clone())));
+                }
+                Some(placeholder) => {
+                    for (name, value) in headers.iter_mut() {
+                        let owned = rule.headers.iter().find(|h| h.name.eq_ignore_ascii_case(name));
+                        if let Some(header) = owned {
+                            if value.matches(placeholder.as_str()).count() == 1 {
+                                *value = value.replacen(placeholder.as_str(), &header.secret, 1);
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
 
-    /// The secret values, as they go out in a header.
-    fn secrets(&self) -> impl Iterator<Item = &str> {
-        self.bearer
-            .iter()
-            .map(String::as_str)
-            .chain(self.headers.iter().map(|(_, value)| value.as_str()))
+    /// The secret values, longest first; empty without credentials.
+    pub fn secrets(&self) -> &[String] {
+        &self.secrets
     }
+}
+
+/// A fresh placeholder: `bk_placeholder_` and 128 random bits in hex, from
+/// the OS generator (it is a capability inside the sandbox: a script that
+/// sends it under the prefix gets the secret sent).
+fn placeholder() -> Result<String, String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| format!("cannot make a placeholder: {e}"))?;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("bk_placeholder_{hex}"))
 }
 
 /// Every prefix is a URL prefix `:allow_net` admits (a credential for a
@@ -74,16 +154,40 @@ pub fn check(config: &SessionConfig) -> Result<(), String> {
     Ok(())
 }
 
-/// `builder` with the session's credentials; run after `:env` is set, so
-/// that a placeholder takes the place of a variable of the same name.
-pub fn register(mut builder: BashBuilder, config: &SessionConfig) -> BashBuilder {
+/// `builder` with each placeholder in its variable (run after `:env` is
+/// set: a placeholder takes the place of a variable of the same name), and
+/// the injector its transport applies.
+pub fn register(
+    mut builder: BashBuilder,
+    config: &SessionConfig,
+) -> Result<(BashBuilder, Injector), String> {
+    let mut rules = Vec::with_capacity(config.credentials.len());
     for spec in &config.credentials {
-        builder = match &spec.placeholder {
-            Some(name) => builder.credential_placeholder(name, &spec.prefix, spec.credential()),
-            None => builder.credential(&spec.prefix, spec.credential()),
+        let placeholder = match &spec.placeholder {
+            Some(name) => {
+                let value = placeholder()?;
+                builder = builder.env(name, &value);
+                Some(value)
+            }
+            None => None,
         };
+        rules.push(Rule {
+            matcher: NetworkAllowlist::new()
+                .allow(&spec.prefix)
+                .block_private_ips(false),
+            headers: spec.headers(),
+            placeholder,
+        });
     }
-    builder
+    let mut secrets: Vec<String> = rules
+        .iter()
+        .flat_map(|rule| &rule.headers)
+        .map(|h| h.secret.clone())
+        .filter(|secret| !secret.is_empty())
+        .collect();
+    secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    secrets.dedup();
+    Ok((builder, Injector { rules, secrets }))
 }
 
 /// Where credentials go and the variables holding placeholders, never the
@@ -97,21 +201,6 @@ pub fn describe(config: &SessionConfig) -> crate::term::value::Value {
         ])
     });
     Value::List(entries.collect())
-}
-
-/// The secret values of every credential (empty ones left out), longest
-/// first: one that contains another is redacted whole.
-pub fn secrets(config: &SessionConfig) -> Vec<String> {
-    let mut secrets: Vec<String> = config
-        .credentials
-        .iter()
-        .flat_map(CredentialSpec::secrets)
-        .filter(|secret| !secret.is_empty())
-        .map(str::to_string)
-        .collect();
-    secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
-    secrets.dedup();
-    secrets
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! What goes out, request by request: every request a script makes (each
-//! redirect hop included) passes here after bashkit added the session's
-//! credentials (`policy/credentials.rs`) and before `policy/net.rs`'s
-//! transport sends it. Here it is
+//! redirect hop included) passes here before `policy/net.rs`'s transport
+//! sends it. Here it is
 //!
+//! - given the session's credentials (`policy/credentials.rs`);
 //! - decided: one `:allow_net` admits is put to the host's `:egress`
 //!   callback (a back-call, `{:egress, method, url, headers}`, answered
 //!   within `:builtin_timeout_ms`; anything but `:allow` denies), and a
@@ -20,6 +20,7 @@ use parking_lot::Mutex;
 
 use crate::callbacks::{Answer, CallbackChannel, Request};
 use crate::config::SessionConfig;
+use crate::policy::credentials::Injector;
 use crate::policy::net::AbsentTransport;
 use crate::term::value::Value;
 
@@ -84,12 +85,13 @@ pub fn transport(
     config: &SessionConfig,
     channel: Option<&Arc<CallbackChannel>>,
     log: &Arc<RequestLog>,
+    credentials: Injector,
 ) -> Result<Arc<dyn HttpTransport>, String> {
     crate::policy::credentials::check(config)?;
     Ok(Arc::new(EgressTransport {
         inner: crate::policy::net::transport(config)?,
         decider: config.egress.then(|| channel.cloned()),
-        secrets: crate::policy::credentials::secrets(config),
+        credentials,
         log: Arc::clone(log),
     }))
 }
@@ -99,8 +101,7 @@ struct EgressTransport {
     /// With `:egress`: the route to the callback (`None` inside: no route,
     /// every request denied).
     decider: Option<Option<Arc<CallbackChannel>>>,
-    /// Credential values, longest first.
-    secrets: Vec<String>,
+    credentials: Injector,
     log: Arc<RequestLog>,
 }
 
@@ -162,7 +163,8 @@ impl EgressTransport {
 
     /// `value` with every credential value in it replaced.
     fn redact(&self, value: &str) -> String {
-        self.secrets
+        self.credentials
+            .secrets()
             .iter()
             .fold(value.to_string(), |value, secret| {
                 value.replace(secret.as_str(), REDACTED)
@@ -174,7 +176,7 @@ impl EgressTransport {
         for (_, value) in &mut response.headers {
             *value = self.redact(value);
         }
-        for secret in &self.secrets {
+        for secret in self.credentials.secrets() {
             response.body = replace_bytes(&response.body, secret.as_bytes(), REDACTED.as_bytes());
         }
         response
@@ -211,8 +213,9 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 impl HttpTransport for EgressTransport {
     async fn execute(
         &self,
-        request: HttpTransportRequest,
+        mut request: HttpTransportRequest,
     ) -> Result<HttpResponse, HttpTransportError> {
+        self.credentials.apply(&request.url, &mut request.headers);
         let method = method_name(request.method);
         let mut record = RequestRecord {
             method,
@@ -225,7 +228,7 @@ impl HttpTransport for EgressTransport {
         let answer = if admitted && self.allowed(method, &request).await {
             record.allowed = true;
             let answer = self.inner.execute(request).await;
-            answer.map(|response| match self.secrets.is_empty() {
+            answer.map(|response| match self.credentials.secrets().is_empty() {
                 true => response,
                 false => self.scrubbed(response),
             })

@@ -6,13 +6,18 @@ defmodule Mix.Tasks.ExBashkit.Shell do
   `ExBashkit.Shell` for prompts, meta-commands and the piped mode).
 
       mix ex_bashkit.shell [--file SNAPSHOT] [--mount VFS=HOST[:ro|:rw]]
-                           [--allow-net URL] [--python] [--git] [--sqlite]
+                           [--allow-net URL] [--credential PREFIX=ENV_VAR]
+                           [--python] [--git] [--sqlite]
                            [--typescript] [--timeout MS] [--key KEY]
 
     * `--file SNAPSHOT` - start from a snapshot file (`%snapshot` writes them).
     * `--mount VFS=HOST[:ro|:rw]` - mount host directory HOST at VFS in the
       sandbox, read-only unless `:rw` (repeatable).
     * `--allow-net URL` - let `curl`/`wget`/`http` reach URL (repeatable).
+    * `--credential PREFIX=ENV_VAR` - send the host environment variable
+      ENV_VAR's value as a bearer token (`Authorization: Bearer ...`) with
+      every request under PREFIX, which `--allow-net` must admit; the shell
+      never sees it (repeatable; see "Credentials" in `ExBashkit.Session`).
     * `--python` - register the sandboxed `python`/`python3` builtin.
     * `--git`, `--sqlite`, `--typescript` - grant the virtual `git`,
       `sqlite3` and `ts` (`ExBashkit.Git`, `ExBashkit.Sqlite`,
@@ -38,6 +43,7 @@ defmodule Mix.Tasks.ExBashkit.Shell do
     file: :string,
     mount: :keep,
     allow_net: :keep,
+    credential: :keep,
     python: :boolean,
     git: :boolean,
     sqlite: :boolean,
@@ -86,6 +92,7 @@ defmodule Mix.Tasks.ExBashkit.Shell do
     session_opts = [
       mounts: opts |> Keyword.get_values(:mount) |> Enum.map(&mount!/1),
       allow_net: Keyword.get_values(opts, :allow_net),
+      credentials: opts |> Keyword.get_values(:credential) |> Enum.map(&credential!/1),
       python: Keyword.get(opts, :python, false),
       git: Keyword.get(opts, :git, false),
       sqlite: Keyword.get(opts, :sqlite, false),
@@ -139,6 +146,22 @@ defmodule Mix.Tasks.ExBashkit.Shell do
       {vfs, Path.expand(host), mode}
     else
       _ -> Mix.raise("ex_bashkit.shell: --mount takes VFS=HOST[:ro|:rw], got: #{spec}")
+    end
+  end
+
+  @doc false
+  # `PREFIX=ENV_VAR` as a `:credentials` entry, the token read from the host
+  # environment (`env`, the host's by default). Messages name the variable,
+  # never its value.
+  def credential!(spec, env \\ System.get_env()) do
+    with [prefix, var] <- String.split(spec, "=", parts: 2),
+         true <- prefix != "" and var != "" do
+      case Map.get(env, var, "") do
+        "" -> Mix.raise("ex_bashkit.shell: --credential #{spec}: #{var} is not set in the environment")
+        token -> {prefix, bearer: token}
+      end
+    else
+      _ -> Mix.raise("ex_bashkit.shell: --credential takes PREFIX=ENV_VAR, got: #{spec}")
     end
   end
 

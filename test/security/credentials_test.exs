@@ -40,13 +40,19 @@ defmodule ExBashkit.Security.CredentialsTest do
     refute text =~ @header_secret
   end
 
-  defp refute_secret(term), do: refute_secret(inspect(term, limit: :infinity, printable_limit: :infinity))
+  defp refute_secret(term),
+    do: refute_secret(inspect(term, limit: :infinity, printable_limit: :infinity))
 
   # A session that used both credentials once.
   defp used(opts) do
     session = Session.new(opts)
     ok!(session, "curl -s #{opts[:allow_net] |> hd()}/api/x > /tmp/api.txt")
-    ok!(session, ~s(curl -s -H "x-api-key: $API_KEY" #{opts[:allow_net] |> hd()}/key/y > /tmp/key))
+
+    ok!(
+      session,
+      ~s(curl -s -H "x-api-key: $API_KEY" #{opts[:allow_net] |> hd()}/key/y > /tmp/key)
+    )
+
     session
   end
 
@@ -102,7 +108,9 @@ defmodule ExBashkit.Security.CredentialsTest do
     refute_secret(result)
     assert [%{decision: :allow, status: 200}] = result.requests
 
-    {:error, error} = Session.exec(session, "curl -s #{hd(opts[:allow_net])}/api/t; sleep 5", timeout_ms: 300)
+    {:error, error} =
+      Session.exec(session, "curl -s #{hd(opts[:allow_net])}/api/t; sleep 5", timeout_ms: 300)
+
     refute_secret(error)
     refute_secret(Exception.message(error))
   end
@@ -126,7 +134,10 @@ defmodule ExBashkit.Security.CredentialsTest do
 
     {:ok, sandbox} = Sandbox.init(opts)
     refute_secret(sandbox)
-    assert {:ok, %{output: output}} = Sandbox.exec(sandbox, "curl -s #{hd(opts[:allow_net])}/api/s")
+
+    assert {:ok, %{output: output}} =
+             Sandbox.exec(sandbox, "curl -s #{hd(opts[:allow_net])}/api/s")
+
     refute_secret(output)
 
     {:ok, server} = Server.start_link(opts)
@@ -181,7 +192,10 @@ defmodule ExBashkit.Security.CredentialsTest do
     assert prompt =~ "$API_KEY"
     refute_secret(prompt)
     refute_secret(Tool.definition(session))
-    refute_secret(Tool.call(session, %{"commands" => "env; curl -s #{hd(opts[:allow_net])}/api/c"}))
+
+    refute_secret(
+      Tool.call(session, %{"commands" => "env; curl -s #{hd(opts[:allow_net])}/api/c"})
+    )
   end
 
   test "redirects never carry it to another origin or prefix", %{echo: echo, opts: opts} do
@@ -189,7 +203,9 @@ defmodule ExBashkit.Security.CredentialsTest do
 
     bouncer =
       HttpServer.start!(
-        handler: fn _method, "/api/go/" <> where -> {302, [{"location", URI.decode(where)}], ""} end
+        handler: fn _method, "/api/go/" <> where ->
+          {302, [{"location", URI.decode(where)}], ""}
+        end
       )
 
     opts =

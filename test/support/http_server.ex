@@ -214,7 +214,8 @@ defmodule ExBashkit.Test.HttpServer do
   end
 
   defp header_fields(fields) do
-    for field <- fields, [name, value] <- [String.split(field, ":", parts: 2)],
+    for field <- fields,
+        [name, value] <- [String.split(field, ":", parts: 2)],
         do: {String.downcase(name), String.trim(value)}
   end
 

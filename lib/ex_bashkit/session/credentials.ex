@@ -22,7 +22,7 @@ defmodule ExBashkit.Session.Credentials do
         }
 
   @typedoc "Parsed entries in a closure, or `[]` (no credentials)."
-  @type sealed :: [] | (-> [entry()])
+  @type sealed :: [] | (() -> [entry()])
 
   @spec_keys [:bearer, :header, :headers, :placeholder]
   @header_name ~r/\A[!#$%&'*+.^_`|~0-9A-Za-z-]+\z/

@@ -157,8 +157,13 @@ defmodule Mix.Tasks.ExBashkit.Shell do
     with [prefix, var] <- String.split(spec, "=", parts: 2),
          true <- prefix != "" and var != "" do
       case Map.get(env, var, "") do
-        "" -> Mix.raise("ex_bashkit.shell: --credential #{spec}: #{var} is not set in the environment")
-        token -> {prefix, bearer: token}
+        "" ->
+          Mix.raise(
+            "ex_bashkit.shell: --credential #{spec}: #{var} is not set in the environment"
+          )
+
+        token ->
+          {prefix, bearer: token}
       end
     else
       _ -> Mix.raise("ex_bashkit.shell: --credential takes PREFIX=ENV_VAR, got: #{spec}")

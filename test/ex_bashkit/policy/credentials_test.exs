@@ -266,8 +266,20 @@ defmodule ExBashkit.Policy.CredentialsTest do
 
       assert requests == [
                %{method: "GET", url: server.url <> "/a", status: 200, decision: :allow, bytes: 9},
-               %{method: "POST", url: server.url <> "/b", status: 200, decision: :allow, bytes: 9},
-               %{method: "GET", url: server.url <> "/deny", status: nil, decision: :deny, bytes: 0},
+               %{
+                 method: "POST",
+                 url: server.url <> "/b",
+                 status: 200,
+                 decision: :allow,
+                 bytes: 9
+               },
+               %{
+                 method: "GET",
+                 url: server.url <> "/deny",
+                 status: nil,
+                 decision: :deny,
+                 bytes: 0
+               },
                %{method: "GET", url: closed <> "/gone", status: nil, decision: :allow, bytes: 0},
                %{
                  method: "GET",
@@ -287,7 +299,9 @@ defmodule ExBashkit.Policy.CredentialsTest do
 
     test "each redirect hop is a request of its own", %{server: server} do
       bouncer =
-        HttpServer.start!(handler: fn _, "/go" -> {302, [{"location", server.url <> "/to"}], ""} end)
+        HttpServer.start!(
+          handler: fn _, "/go" -> {302, [{"location", server.url <> "/to"}], ""} end
+        )
 
       session = Session.new(allow_net: [bouncer.url, server.url], block_private_ips: false)
 

@@ -143,6 +143,27 @@ defmodule ExBashkit.Policy.CredentialsTest do
     end
   end
 
+  describe "a placeholder stays valid" do
+    test "across reset/1 and a snapshot restored from another session", %{server: server} do
+      opts = [credentials: [{server.url <> "/", bearer: @token, placeholder: "GH"}]]
+      session = session(server, opts)
+      other = session(server, opts)
+      send_it = ~s(curl -s -H "Authorization: Bearer $GH" #{server.url}/x)
+
+      :ok = Session.reset(session)
+      ok!(session, send_it)
+      {:ok, snapshot} = Session.snapshot(other)
+      {:ok, _} = Session.restore(session, snapshot)
+      ok!(session, send_it)
+
+      for headers <- HttpServer.headers(server) do
+        assert header(headers, "authorization") == ["Bearer " <> @token]
+      end
+
+      assert length(HttpServer.headers(server)) == 2
+    end
+  end
+
   describe "redirects" do
     setup %{server: target} do
       bouncer =

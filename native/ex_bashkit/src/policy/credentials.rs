@@ -17,7 +17,11 @@
 //! whatever `:block_private_ips` says: a credential for a service on the
 //! host's network would never be sent.
 
-use bashkit::{BashBuilder, NetworkAllowlist};
+use std::sync::LazyLock;
+
+use bashkit::{Bash, BashBuilder, NetworkAllowlist};
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
 
 use crate::config::SessionConfig;
 use crate::from_map;
@@ -125,14 +129,61 @@ impl Injector {
     }
 }
 
-/// A fresh placeholder: `bk_placeholder_` and 128 random bits in hex, from
-/// the OS generator (it is a capability inside the sandbox: a script that
-/// sends it under the prefix gets the secret sent).
-fn placeholder() -> Result<String, String> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).map_err(|e| format!("cannot make a placeholder: {e}"))?;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+/// This OS process's key for placeholders, from the OS generator.
+static PLACEHOLDER_KEY: LazyLock<Result<[u8; 32], String>> = LazyLock::new(|| {
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key).map_err(|e| format!("cannot make a placeholder: {e}"))?;
+    Ok(key)
+});
+
+/// The placeholder of `spec`: `bk_placeholder_` and 128 bits in hex of an
+/// HMAC, under this process's random key, of the credential. It is a
+/// capability inside the sandbox (sent under the prefix, it gets the secret
+/// sent), so it must not be guessable; and it is the same for the same
+/// credential in this process, so that a `reset/1` or a snapshot restored
+/// into a session with the same credential keeps it valid. The MAC tells
+/// nothing of the secret.
+fn placeholder(spec: &CredentialSpec) -> Result<String, String> {
+    let key = PLACEHOLDER_KEY.as_ref().map_err(String::clone)?;
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("any key length");
+    let fields = [&spec.prefix]
+        .into_iter()
+        .chain(spec.placeholder.iter())
+        .chain(spec.bearer.iter())
+        .chain(spec.headers.iter().flat_map(|(name, value)| [name, value]));
+    for field in fields {
+        mac.update(&(field.len() as u64).to_le_bytes());
+        mac.update(field.as_bytes());
+    }
+    let digest = mac.finalize().into_bytes();
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
     Ok(format!("bk_placeholder_{hex}"))
+}
+
+/// After a snapshot is restored: each placeholder variable the snapshot
+/// brought holds this session's placeholder again (one from another
+/// process, or another credential, would never be replaced on the wire).
+pub fn keep_placeholders(bash: &mut Bash, config: &SessionConfig) -> Result<(), String> {
+    if config.credentials.iter().all(|spec| spec.placeholder.is_none()) {
+        return Ok(());
+    }
+    let mut state = bash.shell_state();
+    for spec in &config.credentials {
+        let Some(name) = &spec.placeholder else {
+            continue;
+        };
+        let ours = placeholder(spec)?;
+        if let Some(value) = state.env.get_mut(name) {
+            *value = ours.clone();
+        }
+        if let Some(value) = state.variables.get_mut(name) {
+            if value.starts_with("bk_placeholder_") {
+                *value = ours;
+            }
+        }
+    }
+    bash.restore_shell_state(&state);
+    Ok(())
 }
 
 /// Every prefix is a URL prefix `:allow_net` admits (a credential for a
@@ -165,7 +216,7 @@ pub fn register(
     for spec in &config.credentials {
         let placeholder = match &spec.placeholder {
             Some(name) => {
-                let value = placeholder()?;
+                let value = placeholder(spec)?;
                 builder = builder.env(name, &value);
                 Some(value)
             }

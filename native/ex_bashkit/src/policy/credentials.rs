@@ -274,6 +274,53 @@ mod tests {
         assert!(printed.contains("api.example.com"));
     }
 
+    fn injector(spec: CredentialSpec) -> Injector {
+        let config = SessionConfig {
+            credentials: vec![spec],
+            ..SessionConfig::default()
+        };
+        register(bashkit::Bash::builder(), &config).unwrap().1
+    }
+
+    #[test]
+    fn injection_replaces_the_scripts_header_under_the_prefix_only() {
+        let injector = injector(spec("http://127.0.0.1:9/api/"));
+        let mut headers = vec![("authorization".into(), "forged".into())];
+        injector.apply("http://127.0.0.1:9/api/x", &mut headers);
+        assert_eq!(
+            headers,
+            vec![("Authorization".to_string(), "Bearer tok-secret".to_string())]
+        );
+        let mut outside = vec![("authorization".into(), "mine".into())];
+        injector.apply("http://127.0.0.1:9/other", &mut outside);
+        assert_eq!(outside, vec![("authorization".to_string(), "mine".to_string())]);
+        assert_eq!(injector.secrets(), ["tok-secret".to_string()]);
+    }
+
+    #[test]
+    fn a_placeholder_is_replaced_once_in_its_own_header_and_is_stable() {
+        let with_placeholder = CredentialSpec {
+            placeholder: Some("KEY".into()),
+            ..spec("http://h/")
+        };
+        let first = placeholder(&with_placeholder).unwrap();
+        assert_eq!(first, placeholder(&with_placeholder).unwrap());
+        assert!(first.starts_with("bk_placeholder_") && first.len() == 47);
+        assert!(!first.contains("tok-secret"));
+        let injector = injector(with_placeholder);
+        let mut headers = vec![
+            ("Authorization".into(), format!("Bearer {first}")),
+            ("X-Other".into(), first.clone()),
+        ];
+        injector.apply("http://h/x", &mut headers);
+        assert_eq!(headers[0].1, "Bearer tok-secret");
+        assert_eq!(headers[1].1, first);
+        // Twice in one value: a try to read the secret back in pieces.
+        let mut twice = vec![("Authorization".into(), format!("{first}{first}"))];
+        injector.apply("http://h/x", &mut twice);
+        assert_eq!(twice[0].1, format!("{first}{first}"));
+    }
+
     #[test]
     fn a_prefix_outside_allow_net_is_refused() {
         let mut config = SessionConfig {

@@ -132,14 +132,14 @@ impl AbsentTransport {
         self.policy.is_allowed(url) && (self.hosts.is_empty() || ambiguous_path(url).is_none())
     }
 
-    /// What a refused `url` reads as: a `404` on a host `:allow_net` names,
-    /// an unresolvable host otherwise.
+    /// What a refused `url` reads as: a `404` on a host `:allow_net` names
+    /// (or admits, under `:all`), an unresolvable host otherwise.
     pub fn absent(&self, url: &str) -> Result<HttpResponse, HttpTransportError> {
-        match Url::parse(url) {
-            Ok(parsed) if self.hosts.is_empty() || self.hosts.contains(&origin(&parsed)) => {
-                Ok(not_found())
-            }
-            _ => Err(unresolvable(url)),
+        let host_allowed = self.policy.is_allowed(url)
+            || Url::parse(url).is_ok_and(|parsed| self.hosts.contains(&origin(&parsed)));
+        match host_allowed {
+            true => Ok(not_found()),
+            false => Err(unresolvable(url)),
         }
     }
 }

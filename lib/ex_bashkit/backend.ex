@@ -47,7 +47,7 @@ defmodule ExBashkit.Backend do
   @spec new(map(), :in_node | :process, boolean()) ::
           {:ok, reference(), location()} | {:error, String.t()}
   def new(config, :in_node, inline?) do
-    {config, image} = base_image(config)
+    {config, image} = base_image(ExBashkit.Session.Credentials.unseal(config))
     result = if inline?, do: Native.session_new_inline(config), else: Native.session_new(config)
     # The image must outlive the build, which finds it by id: this use
     # keeps it referenced until the NIF has returned.

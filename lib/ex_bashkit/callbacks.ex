@@ -19,7 +19,8 @@ defmodule ExBashkit.Callbacks do
   #   {:ex_bashkit_callback, ref, {call_id, request}}
   #       The script needs Elixir: `request` is
   #         {:builtin, name, args, stdin, env, cwd}   a custom builtin, or
-  #         {:vfs, mount, op, path, extra}             a virtual_fs operation.
+  #         {:vfs, mount, op, path, extra}             a virtual_fs operation, or
+  #         {:egress, method, url, headers}            an `:egress` decision.
   #       The waiting process runs it in a fresh *handler* process and goes
   #       back to waiting; it never runs user code itself.
   #
@@ -36,7 +37,8 @@ defmodule ExBashkit.Callbacks do
   # as the exec's, and what follows an answer (the final reply, or the next
   # back-call) as `callback_reply`'s (`returned/4`).
   #
-  # Failure model, the same for builtins and backends:
+  # Failure model, the same for builtins, backends and `:egress` (whose
+  # every failure answers `:deny`):
   #   * raise / throw / exit inside the function: caught in the handler and
   #     answered as a failure of that one command (exit 1, message on stderr);
   #   * the handler dies any other way (killed, linked crash, an exit of
@@ -58,7 +60,7 @@ defmodule ExBashkit.Callbacks do
   # the lock its own caller holds, so `ExBashkit.Session.exec/3` refuses it at
   # once with `{:error, _}`.
 
-  alias ExBashkit.{Backend, Error, Result, Worker}
+  alias ExBashkit.{Backend, Egress, Error, Result, Worker}
   alias ExBashkit.Callbacks.Answer
   alias ExBashkit.Session.Defaults
   alias ExBashkit.VirtualFs.Dispatch
@@ -82,6 +84,7 @@ defmodule ExBashkit.Callbacks do
           location: Backend.location(),
           builtins: map(),
           virtual_fs: map(),
+          egress: ExBashkit.Egress.decider() | nil,
           timeout: pos_integer(),
           max_reply_bytes: pos_integer(),
           give_up: give_up()
@@ -104,6 +107,7 @@ defmodule ExBashkit.Callbacks do
       location: :in_node,
       builtins: %{},
       virtual_fs: %{},
+      egress: nil,
       timeout: Defaults.get(:builtin_timeout_ms),
       max_reply_bytes: Defaults.get(:max_reply_bytes),
       give_up: nil
@@ -503,6 +507,21 @@ defmodule ExBashkit.Callbacks do
 
         _ ->
           fn -> {:failed, "enotsup"} end
+      end
+
+    {job, on_failure}
+  end
+
+  # -- egress -----------------------------------------------------------------
+
+  defp job({:egress, method, url, headers}, context) do
+    on_failure = fn _failure -> :deny end
+    request = %{method: method, url: url, headers: headers}
+
+    job =
+      case context.egress do
+        nil -> fn -> :deny end
+        decider -> fn -> guarded(fn -> Egress.decide(decider, request) end, on_failure) end
       end
 
     {job, on_failure}

@@ -186,6 +186,7 @@ defmodule ExBashkit.Error do
       [:deleted, :complete, :max_commands] ++
       [:max_loop_iterations, :max_total_loop_iterations, :max_function_depth] ++
       [:timeout_ms, :max_input_bytes, :max_total_commands, :max_exec_calls, :fs_usage] ++
-      [:bytes, :files, :dirs] ++ @reasons
+      [:bytes, :files, :dirs, :requests, :method, :url, :status, :decision, :allow, :deny] ++
+      [:egress, :credentials, :prefix, :placeholder] ++ @reasons
   end
 end

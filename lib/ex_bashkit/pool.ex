@@ -47,6 +47,7 @@ defmodule ExBashkit.Pool do
   use GenServer
 
   alias ExBashkit.{Result, Session}
+  alias ExBashkit.Session.Credentials
 
   @default_max_queue 50
 
@@ -68,6 +69,9 @@ defmodule ExBashkit.Pool do
   """
   @spec child_spec([option()]) :: Supervisor.child_spec()
   def child_spec(opts \\ []) when is_list(opts) do
+    # The supervisor keeps (and reports) the spec: `:credentials` sealed.
+    opts = seal_session(opts)
+
     %{
       id: {__MODULE__, Keyword.get(opts, :name, __MODULE__)},
       start: {__MODULE__, :start_link, [opts]},
@@ -102,10 +106,21 @@ defmodule ExBashkit.Pool do
   """
   @spec start_link([option()]) :: GenServer.on_start()
   def start_link(opts \\ []) when is_list(opts) do
-    config = config!(opts)
+    # Kept in the pool's state for the sessions it builds later.
+    config = opts |> seal_session() |> config!()
     first = Session.new(config.session)
     gen_opts = if config.name, do: [name: config.name], else: []
     GenServer.start_link(__MODULE__, {config, first}, gen_opts)
+  end
+
+  defp seal_session(opts) do
+    case List.keyfind(opts, :session, 0) do
+      {:session, session} when is_list(session) ->
+        List.keyreplace(opts, :session, 0, {:session, Credentials.seal_option(session)})
+
+      _ ->
+        opts
+    end
   end
 
   defp config!(opts) do

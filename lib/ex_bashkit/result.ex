@@ -21,6 +21,15 @@ defmodule ExBashkit.Result do
       large to list whole, or the exec's deadline or a cancel came while it
       was listed; the lists then hold what was seen); otherwise `nil`.
 
+    * `:requests` - every HTTP request the exec made (`curl`, `wget`, `http`,
+      `git`, python; each redirect hop its own), in order:
+      `%{method: "GET", url: url, status: 200 | nil, decision: :allow | :deny,
+      bytes: n}`. `decision` is `:deny` for a request `:allow_net` or the
+      `:egress` callback refused (nothing went out); `status` is `nil` when
+      denied or when the server could not be reached; `bytes` is the size
+      of the response body the script got. Credentials never appear (see
+      `ExBashkit.Session`, "Credentials"). `[]` when it made none.
+
   What the exec cost, for logging and accounting (`nil` when unknown, e.g.
   in a result a custom builtin returned):
 
@@ -42,6 +51,7 @@ defmodule ExBashkit.Result do
             stdout_truncated: false,
             stderr_truncated: false,
             changes: nil,
+            requests: [],
             wall_time_us: nil,
             commands: nil,
             stdout_bytes: nil,
@@ -54,10 +64,20 @@ defmodule ExBashkit.Result do
           stdout_truncated: boolean(),
           stderr_truncated: boolean(),
           changes: changes() | nil,
+          requests: [request()],
           wall_time_us: non_neg_integer() | nil,
           commands: non_neg_integer() | nil,
           stdout_bytes: non_neg_integer() | nil,
           stderr_bytes: non_neg_integer() | nil
+        }
+
+  @typedoc "An HTTP request an exec made (see `:requests`)."
+  @type request :: %{
+          method: String.t(),
+          url: String.t(),
+          status: non_neg_integer() | nil,
+          decision: :allow | :deny,
+          bytes: non_neg_integer()
         }
 
   @typedoc "Files an exec touched, by absolute path, each list sorted."

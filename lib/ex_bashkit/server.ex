@@ -97,6 +97,7 @@ defmodule ExBashkit.Server do
 
   alias ExBashkit.Server.{Checkpoints, Naming, Op}
   alias ExBashkit.{Error, Result, Session}
+  alias ExBashkit.Session.Credentials
 
   @server_keys [:name, :checkpoint, :node, :checkpoint_id, :handoff_from]
   @remote_timeout 30_000
@@ -121,6 +122,8 @@ defmodule ExBashkit.Server do
   """
   @spec child_spec([option()]) :: Supervisor.child_spec()
   def child_spec(opts) when is_list(opts) do
+    # The supervisor keeps (and reports) the spec: `:credentials` sealed.
+    opts = Credentials.seal_option(opts)
     opts = Keyword.put_new_lazy(opts, :checkpoint_id, fn -> default_checkpoint_id(opts) end)
 
     %{
@@ -148,7 +151,8 @@ defmodule ExBashkit.Server do
   """
   @spec start_link([option()]) :: GenServer.on_start()
   def start_link(opts \\ []) when is_list(opts) do
-    {config, session_opts} = config!(opts)
+    # Kept in the server's state for the sessions it builds later.
+    {config, session_opts} = opts |> Credentials.seal_option() |> config!()
     # Validates every session option here, in the caller.
     session = Session.new(session_opts)
 

@@ -322,6 +322,7 @@ defmodule ExBashkit.Session do
     timeout_ms: nil,
     builtins: %{},
     virtual_fs: %{},
+    egress: nil,
     callback_timeout_ms: Defaults.get(:builtin_timeout_ms),
     max_reply_bytes: Defaults.get(:max_reply_bytes)
   ]
@@ -332,6 +333,7 @@ defmodule ExBashkit.Session do
             timeout_ms: pos_integer() | nil,
             builtins: %{optional(String.t()) => (map() -> term())},
             virtual_fs: %{optional(String.t()) => term()},
+            egress: ExBashkit.Egress.decider() | nil,
             callback_timeout_ms: pos_integer(),
             max_reply_bytes: pos_integer()
           }
@@ -378,6 +380,8 @@ defmodule ExBashkit.Session do
              %{optional(limit_key()) => non_neg_integer()} | [{limit_key(), non_neg_integer()}]}
           | {:allow_net, [String.t()] | :all}
           | {:block_private_ips, boolean()}
+          | {:credentials, [{String.t(), keyword()}]}
+          | {:egress, ExBashkit.Egress.decider()}
           | {:builtins, %{optional(String.t()) => (map() -> term())}}
           | {:builtin_timeout_ms, pos_integer()}
           | {:max_reply_bytes, pos_integer()}
@@ -424,6 +428,7 @@ defmodule ExBashkit.Session do
           timeout_ms: native.limits[:timeout_ms],
           builtins: parsed.builtins,
           virtual_fs: parsed.virtual_fs,
+          egress: parsed.egress,
           callback_timeout_ms: parsed.callback_timeout_ms,
           max_reply_bytes: parsed.max_reply_bytes
         }

@@ -219,6 +219,7 @@ defmodule ExBashkit.Tool do
       "Working directory: #{state.cwd}. Shell state and files persist between calls.",
       mounts_line(info),
       network_line(info.allow_net),
+      credentials_line(info.credentials),
       tools_line(info.tools),
       limits_line(info.limits),
       "Output is cut to #{@max_lines} lines and 50 KB per stream."
@@ -249,6 +250,22 @@ defmodule ExBashkit.Tool do
 
   defp network_line(patterns),
     do: "Network: only URLs under #{Enum.join(patterns, ", ")} (curl, wget)."
+
+  # Where requests are authenticated for the model, never with what.
+  defp credentials_line([]), do: nil
+
+  defp credentials_line(credentials) do
+    described =
+      Enum.map_join(credentials, "; ", fn
+        %{prefix: prefix, placeholder: nil} ->
+          "#{prefix} (added for you, send none)"
+
+        %{prefix: prefix, placeholder: name} ->
+          "#{prefix} (use $#{name} as the key; it holds a stand-in the host replaces)"
+      end)
+
+    "Authenticated URLs: #{described}."
+  end
 
   defp tools_line(commands) do
     case tools_text(commands) do

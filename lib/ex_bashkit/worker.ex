@@ -560,6 +560,13 @@ defmodule ExBashkit.Worker do
   defp send_frame(%{port: nil} = state, _frame), do: state
   defp send_frame(state, nil), do: state
 
+  # A session's credentials are sealed in the configuration this process
+  # keeps (`ExBashkit.Session.Credentials`): opened only into the frame.
+  defp send_frame(%{port: port} = state, {:new, id, sid, config}) do
+    write_frame(port, {:new, id, sid, ExBashkit.Session.Credentials.unseal(config)})
+    state
+  end
+
   defp send_frame(%{port: port} = state, frame) do
     write_frame(port, frame)
     state

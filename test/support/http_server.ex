@@ -9,9 +9,11 @@ defmodule ExBashkit.Test.HttpServer do
   #     HttpServer.connections(server)  # TCP connections accepted so far
   #     HttpServer.requests(server)     # ["GET / HTTP/1.1", ...]
   #     HttpServer.heads(server)        # ["GET / HTTP/1.1\r\nhost: ...", ...]
+  #     HttpServer.headers(server)      # [[{"host", "127.0.0.1:PORT"}, ...], ...]
   #
   # Answers come from `:routes` (`path => {status, headers, body}`, unknown
-  # paths 404) or a `:handler` `(method, path) -> {status, headers, body}`;
+  # paths 404) or a `:handler` `(method, path) -> {status, headers, body}`
+  # (or `(method, path, headers)`, to answer with what it was sent);
   # with neither, every path gets 200 `"served " <> path`. Every request is
   # also reported to the starting process as
   # `{:http_request, server_pid, method, path}`, for `assert_received`.
@@ -80,6 +82,15 @@ defmodule ExBashkit.Test.HttpServer do
   def heads(server) do
     sync!(server)
     GenServer.call(server.pid, :heads)
+  end
+
+  @doc """
+  The headers of each request read before this call, in order: `{name,
+  value}` pairs, names lowercased, as they reached the server.
+  """
+  @spec headers(t()) :: [[{String.t(), String.t()}]]
+  def headers(server) do
+    for head <- heads(server), do: head |> String.split("\r\n") |> tl() |> header_fields()
   end
 
   @doc false
@@ -175,8 +186,10 @@ defmodule ExBashkit.Test.HttpServer do
     end
 
     with {:ok, head} <- read_head(socket, ""),
-         [line | _] <- String.split(head, "\r\n") do
+         [line | fields] <- String.split(head, "\r\n") do
       [method, path | _] = String.split(line, " ") ++ ["", ""]
+      request_headers = header_fields(fields)
+      answer = if is_function(answer, 3), do: &answer.(&1, &2, request_headers), else: answer
       {status, headers, body} = respond(server, owner, answer, head, method, path)
       body = IO.iodata_to_binary(body)
 
@@ -201,6 +214,12 @@ defmodule ExBashkit.Test.HttpServer do
     :ok = GenServer.call(server, {:request, line, head})
     send(owner, {:http_request, server, method, path})
     answer.(method, path)
+  end
+
+  defp header_fields(fields) do
+    for field <- fields,
+        [name, value] <- [String.split(field, ":", parts: 2)],
+        do: {String.downcase(name), String.trim(value)}
   end
 
   defp read_head(socket, acc) do

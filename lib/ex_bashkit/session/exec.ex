@@ -192,6 +192,7 @@ defmodule ExBashkit.Session.Exec do
       location: session.location,
       builtins: session.builtins,
       virtual_fs: session.virtual_fs,
+      egress: session.egress,
       timeout: session.callback_timeout_ms,
       max_reply_bytes: session.max_reply_bytes,
       give_up: nil

@@ -35,7 +35,8 @@ defmodule ExBashkit.Session.Mounts do
 
   @doc false
   # `%{mounts: [%{vfs_path:, host_path:, mode:}], virtual_fs: [path],
-  # allow_net: [pattern] | :all | nil, username:, hostname:, limits: map,
+  # allow_net: [pattern] | :all | nil, credentials: [%{prefix:, placeholder:}],
+  # username:, hostname:, limits: map,
   # tools: %{python: [name], git: [name], sqlite: [name], typescript: [name]}}`
   # (tools: the commands each grant gave the session, the command policy
   # applied).

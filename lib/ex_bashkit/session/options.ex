@@ -13,7 +13,7 @@ defmodule ExBashkit.Session.Options do
   # A malformed option is a programmer error: it raises `ArgumentError` naming
   # the option and what was wrong.
 
-  alias ExBashkit.Session.{Ceilings, Defaults, VfsPath}
+  alias ExBashkit.Session.{Ceilings, Credentials, Defaults, VfsPath}
 
   # bashkit 0.20 caps function depth at 16 whatever it is told.
   @max_function_depth 16
@@ -283,6 +283,30 @@ defmodule ExBashkit.Session.Options do
             "\"Network access\")."
       },
       %{
+        key: :credentials,
+        type: "list of {url_prefix, spec}",
+        default: [],
+        parse: &Credentials.parse!/1,
+        native: true,
+        doc:
+          "secrets added to requests at the network boundary, never seen by the script " <>
+            "(see \"Credentials\"). `spec`: `bearer: token`, `header: {name, value}` or " <>
+            "`headers: [{name, value}]`, optionally with `placeholder: \"ENV_NAME\"`. Each " <>
+            "prefix must lie within `:allow_net`."
+      },
+      %{
+        key: :egress,
+        type: "fun/1 or {module, arg}",
+        default: nil,
+        parse: &ExBashkit.Egress.parse!/1,
+        native: &(&1 != nil),
+        session: :egress,
+        doc:
+          "decides each request `:allow_net` admitted, `:allow` or `:deny`, within " <>
+            "`:builtin_timeout_ms` (see `ExBashkit.Egress`); every exec's result lists its " <>
+            "requests in `:requests`."
+      },
+      %{
         key: :python,
         type: "boolean or keyword list",
         default: false,
@@ -372,7 +396,8 @@ defmodule ExBashkit.Session.Options do
           builtins: %{optional(String.t()) => (map() -> term())},
           virtual_fs: %{optional(String.t()) => term()},
           callback_timeout_ms: pos_integer(),
-          max_reply_bytes: pos_integer()
+          max_reply_bytes: pos_integer(),
+          egress: ExBashkit.Egress.decider() | nil
         }
 
   @doc false
@@ -535,16 +560,24 @@ defmodule ExBashkit.Session.Options do
       native
     ) and
       native.python == [] and native.virtual_fs == [] and native.builtins == [] and
-      native.git == nil and not native.sqlite and not native.typescript
+      native.git == nil and not native.sqlite and not native.typescript and not native.egress
   end
 
   # -- generic shapes ---------------------------------------------------------
 
   defp to_keyword!(opts, what) when is_list(opts) do
-    if Enum.all?(opts, &match?({key, _} when is_atom(key), &1)) do
-      opts
-    else
-      raise ArgumentError, "#{what} must be a keyword list, got: #{inspect(opts)}"
+    case Enum.find(opts, &(not match?({key, _} when is_atom(key), &1))) do
+      nil ->
+        opts
+
+      # Only the entry at fault, and of a pair only its key: the others may
+      # hold `:credentials`.
+      {key, _} ->
+        raise ArgumentError,
+              "#{what} must be a keyword list, got an entry with key #{inspect(key)}"
+
+      entry ->
+        raise ArgumentError, "#{what} must be a keyword list, got the entry #{inspect(entry)}"
     end
   end
 

@@ -287,8 +287,8 @@ defmodule ExBashkit.Tool.Files do
 
   defp cwd(session) do
     case Session.state(session) do
+      {:ok, state} -> {:ok, state.cwd}
       {:error, message} -> {:error, "cannot read the shell's current directory: " <> message}
-      state -> {:ok, state.cwd}
     end
   end
 

@@ -6,17 +6,17 @@ defmodule Mix.ExBashkit.SessionFlags do
   starting the application with build output on stderr.
 
   Flags: `--file SNAPSHOT`, `--mount VFS=HOST[:ro|:rw]` (repeatable),
-  `--allow-net URL` (repeatable), `--python`, `--git`, `--sqlite`,
+  `--allow-net URL` (repeatable), `--credential PREFIX=ENV_VAR`
+  (repeatable), `--python`, `--git`, `--sqlite`,
   `--typescript`, `--timeout MS`, `--key KEY`.
   """
 
-  # A flag added here reaches both tasks. The secrets issue's
-  # `--credential` goes here too: a `credential: :keep` switch and its
-  # session option in `session_options!/2`.
+  # A flag added here reaches both tasks.
   @switches [
     file: :string,
     mount: :keep,
     allow_net: :keep,
+    credential: :keep,
     python: :boolean,
     git: :boolean,
     sqlite: :boolean,
@@ -50,6 +50,7 @@ defmodule Mix.ExBashkit.SessionFlags do
     [
       mounts: opts |> Keyword.get_values(:mount) |> Enum.map(&mount!(&1, task)),
       allow_net: Keyword.get_values(opts, :allow_net),
+      credentials: opts |> Keyword.get_values(:credential) |> Enum.map(&credential!(&1, task)),
       python: Keyword.get(opts, :python, false),
       git: Keyword.get(opts, :git, false),
       sqlite: Keyword.get(opts, :sqlite, false),
@@ -116,6 +117,26 @@ defmodule Mix.ExBashkit.SessionFlags do
       :error -> []
       {:ok, ms} when ms >= 1 -> [timeout_ms: ms]
       {:ok, ms} -> Mix.raise("#{task}: --timeout must be a positive integer, got: #{ms}")
+    end
+  end
+
+  @doc """
+  `PREFIX=ENV_VAR` as a `:credentials` entry: the host environment
+  variable's value (`env`, the host's by default) sent as a bearer token
+  with every request under PREFIX. Messages name the variable, never its
+  value.
+  """
+  @spec credential!(String.t(), String.t(), %{String.t() => String.t()}) ::
+          {String.t(), [bearer: String.t()]}
+  def credential!(spec, task, env \\ System.get_env()) do
+    with [prefix, var] <- String.split(spec, "=", parts: 2),
+         true <- prefix != "" and var != "" do
+      case Map.get(env, var, "") do
+        "" -> Mix.raise("#{task}: --credential #{spec}: #{var} is not set in the environment")
+        token -> {prefix, bearer: token}
+      end
+    else
+      _ -> Mix.raise("#{task}: --credential takes PREFIX=ENV_VAR, got: #{spec}")
     end
   end
 

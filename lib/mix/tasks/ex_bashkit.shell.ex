@@ -6,13 +6,18 @@ defmodule Mix.Tasks.ExBashkit.Shell do
   `ExBashkit.Shell` for prompts, meta-commands and the piped mode).
 
       mix ex_bashkit.shell [--file SNAPSHOT] [--mount VFS=HOST[:ro|:rw]]
-                           [--allow-net URL] [--python] [--git] [--sqlite]
+                           [--allow-net URL] [--credential PREFIX=ENV_VAR]
+                           [--python] [--git] [--sqlite]
                            [--typescript] [--timeout MS] [--key KEY]
 
     * `--file SNAPSHOT` - start from a snapshot file (`%snapshot` writes them).
     * `--mount VFS=HOST[:ro|:rw]` - mount host directory HOST at VFS in the
       sandbox, read-only unless `:rw` (repeatable).
     * `--allow-net URL` - let `curl`/`wget`/`http` reach URL (repeatable).
+    * `--credential PREFIX=ENV_VAR` - send the host environment variable
+      ENV_VAR's value as a bearer token (`Authorization: Bearer ...`) with
+      every request under PREFIX, which `--allow-net` must admit; the shell
+      never sees it (repeatable; see "Credentials" in `ExBashkit.Session`).
     * `--python` - register the sandboxed `python`/`python3` builtin.
     * `--git`, `--sqlite`, `--typescript` - grant the virtual `git`,
       `sqlite3` and `ts` (`ExBashkit.Git`, `ExBashkit.Sqlite`,

@@ -11,7 +11,8 @@
 //!    `{:ex_bashkit_callback, exec_ref, {call_id, request}}`
 //!
 //!    where `request` is `{:builtin, name, args, stdin, env}` or
-//!    `{:vfs, mount, op, path, extra}` (see `callbacks/builtins.rs`, `callbacks/virtual_fs.rs`).
+//!    `{:vfs, mount, op, path, extra}` (see `callbacks/builtins.rs`, `callbacks/virtual_fs.rs`)
+//!    or `{:egress, method, url, headers}` (`policy/egress.rs`).
 //! 2. That process runs the request in a fresh, unlinked process (Elixir's
 //!    `ExBashkit.Callbacks`), which answers through the `callback_reply` NIF
 //!    with an already-normalized term; [`reply`] hands it to the waiter.
@@ -71,6 +72,10 @@ pub enum Answer {
     Stat(String, u64),
     /// A virtual-fs failure: an errno-style name (`enoent`, ...) or a message.
     Failed(String),
+    /// The `:egress` callback let the request go out.
+    Allow,
+    /// The `:egress` callback refused it (or failed: Elixir answers so).
+    Deny,
 }
 
 /// Why a back-call produced no answer.
@@ -245,14 +250,17 @@ impl Drop for AttachGuard {
 }
 
 /// Decode the normalized answer Elixir passes to `callback_reply`:
-/// `{:command, stdout, stderr, code}`, `:done`, `{:data, bin}`,
+/// `{:command, stdout, stderr, code}`, `:done`, `:allow`, `:deny`, `{:data, bin}`,
 /// `{:entries, [{name, kind}]}`, `{:stat, kind, size}`, `{:failed, reason}`.
 /// Its size was checked against the session's `max_reply_bytes` in Elixir
 /// before it was sent, and listings were validated there (names, kinds,
 /// duplicates, depth): this is the only place those rules live.
 pub fn decode_answer(value: &Value) -> Option<Answer> {
-    if value.as_atom() == Some("done") {
-        return Some(Answer::Done);
+    match value.as_atom() {
+        Some("done") => return Some(Answer::Done),
+        Some("allow") => return Some(Answer::Allow),
+        Some("deny") => return Some(Answer::Deny),
+        _ => {}
     }
     let bytes = |v: &Value| match v {
         Value::Binary(b) => Some(b.clone()),

@@ -22,6 +22,7 @@ use crate::callbacks::virtual_fs::ElixirFs;
 use crate::callbacks::CallbackChannel;
 use crate::from_map;
 use crate::policy::commands::{CommandPolicy, Permits};
+use crate::policy::egress::RequestLog;
 use crate::run::interrupt::{Interrupt, InterruptibleSleep};
 use crate::term::value::Bytes;
 
@@ -106,6 +107,10 @@ pub struct SessionConfig {
     pub commands: Option<CommandPolicy>,
     /// `:soft_delete`: the trash directory, or `None` (deletes are real).
     pub soft_delete: Option<String>,
+    /// `:credentials` (`policy/credentials.rs`).
+    pub credentials: Vec<crate::policy::credentials::CredentialSpec>,
+    /// Whether an `:egress` callback decides each request (`policy/egress.rs`).
+    pub egress: bool,
 }
 from_map!(SessionConfig {
     env,
@@ -129,6 +134,8 @@ from_map!(SessionConfig {
     base,
     commands,
     soft_delete,
+    credentials,
+    egress,
 });
 
 /// A minimal configuration for unit tests. The product's defaults are
@@ -159,6 +166,8 @@ impl Default for SessionConfig {
             base: None,
             commands: None,
             soft_delete: None,
+            credentials: Vec::new(),
+            egress: false,
         }
     }
 }
@@ -269,12 +278,13 @@ pub fn session_limits(limits: &Limits) -> SessionLimits {
         .max_exec_calls(limits.max_exec_calls.unwrap_or(u64::MAX))
 }
 
-/// The route for back-calls, when `config` has builtins or virtual_fs mounts.
+/// The route for back-calls, when `config` has builtins, virtual_fs mounts
+/// or an `:egress` callback.
 pub fn callback_channel(
     config: &SessionConfig,
     interrupt: &Arc<Interrupt>,
 ) -> Option<Arc<CallbackChannel>> {
-    (!config.builtins.is_empty() || !config.virtual_fs.is_empty())
+    (!config.builtins.is_empty() || !config.virtual_fs.is_empty() || config.egress)
         .then(|| CallbackChannel::new(Arc::clone(interrupt)))
 }
 
@@ -285,17 +295,18 @@ pub fn build_bash(
     channel: Option<&Arc<CallbackChannel>>,
     interrupt: Option<&Arc<Interrupt>>,
 ) -> Result<Bash, String> {
-    build_bash_on(config, channel, interrupt, &Layer::new(config))
+    build_bash_on(config, channel, interrupt, &Layer::new(config), &RequestLog::new())
 }
 
 /// Build the interpreter `config` describes over `layer` (sessions keep
 /// the layer); `prepare` must run next. `interrupt` (sessions only) makes
-/// waiting commands cancellable.
+/// waiting commands cancellable; its requests are recorded in `requests`.
 pub fn build_bash_on(
     config: &SessionConfig,
     channel: Option<&Arc<CallbackChannel>>,
     interrupt: Option<&Arc<Interrupt>>,
     layer: &Layer,
+    requests: &Arc<RequestLog>,
 ) -> Result<Bash, String> {
     // Soft delete wraps the session's layer, so every command's deletes
     // (and `Session.trash/1`) see the same trash.
@@ -315,9 +326,15 @@ pub fn build_bash_on(
     for (key, value) in &config.env {
         builder = builder.env(key, value);
     }
-    builder = builder
+    let (with_placeholders, credentials) = crate::policy::credentials::register(builder, config)?;
+    builder = with_placeholders
         .network(crate::policy::net::allowlist(config)?)
-        .http_transport(crate::policy::net::transport(config)?);
+        .http_transport(crate::policy::egress::transport(
+            config,
+            channel,
+            requests,
+            credentials,
+        )?);
     // The command policy: bashkit's commands outside it are filtered out of
     // the table, ours are not registered (see `policy/commands.rs` for why that
     // covers every route to a command).

@@ -20,6 +20,7 @@ use rustler::{Atom, Encoder, Env, Term};
 
 use crate::fs::changes::Changes;
 use crate::result::reason::{error_value, Reason};
+use crate::policy::egress::{records_value, RequestRecord};
 use crate::run::reply::Payload;
 use crate::run::watchdog::ExecTicket;
 use crate::term::value::Value;
@@ -163,23 +164,25 @@ impl Payload for ExecFailure {
 
 /// What an exec ended with, ready to encode.
 pub enum ExecOutcome {
-    Ok(Box<ExecResult>, Option<Changes>, Metrics),
+    Ok(Box<ExecResult>, Option<Changes>, Metrics, Vec<RequestRecord>),
     Failed(Box<ExecFailure>),
 }
 
 impl ExecOutcome {
     /// Classify bashkit's answer. Our watchdog and `cancel/1` stop a script
     /// through the same token: `ticket` says which one did.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         result: bashkit::Result<ExecResult>,
         changes: Option<Changes>,
         metrics: Metrics,
+        requests: Vec<RequestRecord>,
         ticket: &ExecTicket,
         timeout_ms: Option<u64>,
         partial: Option<&SharedPartial>,
     ) -> Self {
         let failure = match result {
-            Ok(result) => return ExecOutcome::Ok(Box::new(result), changes, metrics),
+            Ok(result) => return ExecOutcome::Ok(Box::new(result), changes, metrics, requests),
             Err(_) if ticket.timed_out() => ExecFailure {
                 reason: Reason::Timeout,
                 message: format!(
@@ -271,8 +274,8 @@ impl Payload for ExecOutcome {
     /// `{:ok, %ExBashkit.Result{}}` or `{:error, %ExBashkit.Error{}}`.
     fn to_value(&self) -> Value {
         match self {
-            ExecOutcome::Ok(result, changes, metrics) => {
-                let fields = result_fields(result, changes, metrics);
+            ExecOutcome::Ok(result, changes, metrics, requests) => {
+                let fields = result_fields(result, changes, metrics, requests);
                 let pairs = fields.map(|(key, field)| (Value::atom(key), field.to_value()));
                 Value::ok_with(Value::Map(pairs.into()))
             }
@@ -286,10 +289,10 @@ impl Payload for ExecOutcome {
     /// its NIF's value, where building the answer was a tenth of the call
     /// (bench/DECISIONS.md, "Fewer steps after an exec").
     fn to_term<'a>(&self, env: Env<'a>) -> Term<'a> {
-        let ExecOutcome::Ok(result, changes, metrics) = self else {
+        let ExecOutcome::Ok(result, changes, metrics, requests) = self else {
             return self.to_value().to_term(env);
         };
-        let fields = result_fields(result, changes, metrics);
+        let fields = result_fields(result, changes, metrics, requests);
         static KEYS: OnceLock<[Atom; RESULT_FIELDS]> = OnceLock::new();
         let keys = KEYS.get_or_init(|| fields.each_ref().map(|(key, _)| atom(env, key)));
         let keys = keys.map(|key| key.encode(env));
@@ -303,7 +306,7 @@ impl Payload for ExecOutcome {
 }
 
 /// The fields of `%ExBashkit.Result{}`.
-const RESULT_FIELDS: usize = 11;
+const RESULT_FIELDS: usize = 12;
 
 /// `%ExBashkit.Result{}` of an exec, as (key, field) pairs: the struct's one
 /// description, which both [`Payload::to_value`] (a worker's frames) and
@@ -314,6 +317,7 @@ fn result_fields<'r>(
     result: &'r ExecResult,
     changes: &'r Option<Changes>,
     metrics: &Metrics,
+    requests: &'r [RequestRecord],
 ) -> [(&'static str, ResultField<'r>); RESULT_FIELDS] {
     let stdout = result.stdout.as_bytes();
     let stderr = result.stderr.as_bytes();
@@ -322,6 +326,7 @@ fn result_fields<'r>(
         ("changes", ResultField::Changes(changes)),
         ("commands", ResultField::Int(metrics.commands.into())),
         ("exit_code", ResultField::Int(result.exit_code.into())),
+        ("requests", ResultField::Requests(requests)),
         ("stderr", ResultField::Bytes(stderr)),
         ("stderr_bytes", ResultField::Int(stderr.len() as i128)),
         (
@@ -346,6 +351,7 @@ enum ResultField<'r> {
     /// `ExBashkit.Result`, the `__struct__`.
     Module,
     Changes(&'r Option<Changes>),
+    Requests(&'r [RequestRecord]),
     Int(i128),
     Bool(bool),
     Bytes(&'r [u8]),
@@ -360,6 +366,7 @@ impl ResultField<'_> {
         match self {
             ResultField::Module => Value::atom(RESULT_MODULE),
             ResultField::Changes(changes) => changes_value(changes),
+            ResultField::Requests(requests) => records_value(requests),
             ResultField::Int(n) => Value::Int(*n),
             ResultField::Bool(b) => (*b).into(),
             ResultField::Bytes(bytes) => Value::bin(bytes),
@@ -372,6 +379,8 @@ impl ResultField<'_> {
             ResultField::Changes(None) => rustler::types::atom::nil().encode(env),
             // Only with `track_changes: true`, where the scans dwarf this.
             ResultField::Changes(changes) => changes_value(changes).to_term(env),
+            ResultField::Requests([]) => Term::list_new_empty(env),
+            ResultField::Requests(requests) => records_value(requests).to_term(env),
             ResultField::Int(n) => Value::Int(*n).to_term(env),
             ResultField::Bool(b) => b.encode(env),
             ResultField::Bytes(bytes) => crate::term::value::binary_term(env, bytes),

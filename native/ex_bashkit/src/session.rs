@@ -30,6 +30,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::callbacks::CallbackChannel;
 use crate::config::cache::DecodedConfig;
 use crate::config::SessionConfig;
+use crate::policy::egress::RequestLog;
 use crate::result::GiveUp;
 use crate::run::interrupt::Interrupt;
 use crate::run::reply::SharedCaller;
@@ -93,6 +94,9 @@ pub struct Session {
     tickets: Mutex<IdMap<Weak<ExecTicket>>>,
     /// Route of builtin / virtual_fs back-calls, when the session has any.
     channel: Option<Arc<CallbackChannel>>,
+    /// The requests its interpreter's transport made since the running
+    /// exec began (`policy/egress.rs`). Replaced by `reset`, as `interrupt`.
+    requests: Mutex<Arc<RequestLog>>,
     /// Wakes the running exec's waits (sleep, back-calls) on cancel/timeout.
     /// Replaced by `reset` with an interpreter built in advance (each one
     /// is built with its own).
@@ -157,19 +161,25 @@ impl Session {
     pub fn new(decoded: &Arc<DecodedConfig>) -> Result<Arc<Self>, String> {
         let config = Arc::clone(&decoded.config);
         let eligible = warm::eligible(&config);
-        let (bash, layer, interrupt, channel) = if eligible {
+        let (bash, layer, interrupt, requests, channel) = if eligible {
             let built = warm::take_or_build(&decoded.key, &config)?;
-            (built.bash, built.layer, built.interrupt, None)
+            (built.bash, built.layer, built.interrupt, built.requests, None)
         } else {
             let interrupt = Interrupt::new();
             let channel = crate::config::callback_channel(&config, &interrupt);
             let layer = crate::config::Layer::new(&config);
-            let bash =
-                crate::config::build_bash_on(&config, channel.as_ref(), Some(&interrupt), &layer)?;
+            let requests = RequestLog::new();
+            let bash = crate::config::build_bash_on(
+                &config,
+                channel.as_ref(),
+                Some(&interrupt),
+                &layer,
+                &requests,
+            )?;
             if crate::config::needs_prepare(&config) {
                 runtime::block_on(crate::config::prepare(&bash, &config, channel.as_ref()))?;
             }
-            (bash, layer, interrupt, channel)
+            (bash, layer, interrupt, requests, channel)
         };
         LIVE.fetch_add(1, Ordering::Relaxed);
         let warm = eligible.then(|| Arc::clone(decoded));
@@ -182,6 +192,7 @@ impl Session {
             tickets: Mutex::new(IdMap::default()),
             channel,
             interrupt: Mutex::new(interrupt),
+            requests: Mutex::new(requests),
             warm,
             host_mounts: Mutex::new(config.mounts.clone()),
             plain: AtomicBool::new(plain_when_built(&config)),
@@ -231,6 +242,11 @@ impl Session {
         self.plain.store(false, Ordering::Relaxed);
         self.quick_cost_ns.store(0, Ordering::Relaxed);
         self.as_built.store(false, Ordering::Relaxed);
+    }
+
+    /// Where the interpreter in place now records its requests.
+    fn requests(&self) -> Arc<RequestLog> {
+        Arc::clone(&self.requests.lock())
     }
 
     /// The interrupt of the interpreter in place now.

@@ -135,10 +135,45 @@ defmodule Mix.Tasks.ExBashkit.ShellTest do
     assert allowed_out =~ "Not Found"
   end
 
+  test "--credential PREFIX=ENV_VAR reads the token from the host, the shell never sees it" do
+    token = "shell-5ecret-token"
+
+    args = [
+      "--allow-net",
+      "https://api.example.com/",
+      "--credential",
+      "https://api.example.com/=EXB_TOKEN"
+    ]
+
+    {out, err, 0} = mix_shell("env; set; echo done\n", args, [{"EXB_TOKEN", token}])
+    assert out =~ "done"
+    refute out <> err =~ token
+
+    assert Mix.ExBashkit.SessionFlags.credential!("https://a.example/=T", "ex_bashkit.shell", %{
+             "T" => token
+           }) ==
+             {"https://a.example/", bearer: token}
+
+    {_, err, status} = mix_shell("", args, [{"EXB_TOKEN", ""}])
+    assert status != 0
+    assert err =~ "EXB_TOKEN is not set"
+
+    {_, err, status} =
+      mix_shell("", ["--credential", "https://b.example/=EXB_TOKEN"], [{"EXB_TOKEN", token}])
+
+    assert status != 0
+    assert err =~ "not within :allow_net"
+    refute err =~ token
+  end
+
   test "bad options fail with a message" do
     {_, err, status} = mix_shell("", ["--mount", "nonsense"])
     assert status != 0
     assert err =~ "--mount takes VFS=HOST"
+
+    {_, err, status} = mix_shell("", ["--credential", "nonsense"])
+    assert status != 0
+    assert err =~ "--credential takes PREFIX=ENV_VAR"
 
     {_, err, status} = mix_shell("", ["--bogus"])
     assert status != 0

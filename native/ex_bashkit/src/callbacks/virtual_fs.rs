@@ -136,6 +136,7 @@ fn answer_kind(answer: &Answer) -> &'static str {
         Answer::Entries(_) => "a listing",
         Answer::Stat(..) => "a stat",
         Answer::Failed(_) => "an error",
+        Answer::Allow | Answer::Deny => "an egress decision",
     }
 }
 

@@ -27,7 +27,6 @@
 mod address;
 mod compressed;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bashkit::{
@@ -65,8 +64,9 @@ pub fn allowlist(config: &SessionConfig) -> Result<NetworkAllowlist, String> {
     Ok(NetworkAllowlist::allow_all().block_private_ips(false))
 }
 
-/// The transport every request of a session goes through.
-pub fn transport(config: &SessionConfig) -> Result<Arc<dyn HttpTransport>, String> {
+/// The transport every request of a session goes through (behind
+/// `policy/egress.rs`, which records and may deny what passes it).
+pub fn transport(config: &SessionConfig) -> Result<AbsentTransport, String> {
     // Patterns only: the private-address rule is the inner client's, applied
     // to resolved addresses too.
     let policy = policy(config)?.block_private_ips(false);
@@ -82,12 +82,12 @@ pub fn transport(config: &SessionConfig) -> Result<Arc<dyn HttpTransport>, Strin
     };
     let inner =
         HttpClient::new(NetworkAllowlist::allow_all().block_private_ips(config.block_private_ips));
-    Ok(Arc::new(AbsentTransport {
+    Ok(AbsentTransport {
         policy,
         hosts,
         inner,
         block_private_ips: config.block_private_ips,
-    }))
+    })
 }
 
 /// The 404 principle for the network: what the policy refuses reads as
@@ -171,6 +171,25 @@ fn whole_seconds(d: Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
+impl AbsentTransport {
+    /// Whether `url` passes `:allow_net`: a pattern admits it and its path
+    /// is unambiguous (private addresses are refused at connect time).
+    pub fn admits(&self, url: &str) -> bool {
+        self.policy.is_allowed(url) && (self.hosts.is_empty() || ambiguous_path(url).is_none())
+    }
+
+    /// What a refused `url` reads as: a `404` on a host `:allow_net` names
+    /// (or admits, under `:all`), an unresolvable host otherwise.
+    pub fn absent(&self, url: &str) -> Result<HttpResponse, HttpTransportError> {
+        let host_allowed = self.policy.is_allowed(url)
+            || Url::parse(url).is_ok_and(|parsed| self.hosts.contains(&origin(&parsed)));
+        match host_allowed {
+            true => Ok(not_found()),
+            false => Err(unresolvable(url)),
+        }
+    }
+}
+
 #[async_trait::async_trait]
 impl HttpTransport for AbsentTransport {
     async fn execute(
@@ -181,16 +200,8 @@ impl HttpTransport for AbsentTransport {
         let Ok(parsed) = Url::parse(url) else {
             return Err(HttpTransportError::Transport(format!("invalid URL: {url}")));
         };
-        if !self.policy.is_allowed(url) {
-            let host_allowed = self.hosts.contains(&origin(&parsed));
-            return if host_allowed {
-                Ok(not_found())
-            } else {
-                Err(unresolvable(url))
-            };
-        }
-        if !self.hosts.is_empty() && ambiguous_path(url).is_some() {
-            return Ok(not_found());
+        if !self.admits(url) {
+            return self.absent(url);
         }
         if self.private_host(&parsed).await {
             return Err(unresolvable(url));

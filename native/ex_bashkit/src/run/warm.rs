@@ -41,6 +41,7 @@ use bashkit::Bash;
 use parking_lot::Mutex;
 
 use crate::config::{Layer, SessionConfig};
+use crate::policy::egress::RequestLog;
 use crate::run::interrupt::Interrupt;
 use crate::term::value::Value;
 
@@ -63,6 +64,8 @@ pub struct Prebuilt {
     pub bash: Bash,
     pub layer: Layer,
     pub interrupt: Arc<Interrupt>,
+    /// Where its transport records requests (`policy/egress.rs`).
+    pub requests: Arc<RequestLog>,
 }
 
 impl Prebuilt {
@@ -70,11 +73,14 @@ impl Prebuilt {
     pub fn build(config: &SessionConfig) -> Result<Self, String> {
         let interrupt = Interrupt::new();
         let layer = Layer::new(config);
-        let bash = crate::config::build_bash_on(config, None, Some(&interrupt), &layer)?;
+        let requests = RequestLog::new();
+        let bash =
+            crate::config::build_bash_on(config, None, Some(&interrupt), &layer, &requests)?;
         Ok(Self {
             bash,
             layer,
             interrupt,
+            requests,
         })
     }
 }
@@ -120,6 +126,7 @@ static SHELF_LIST: LazyLock<Mutex<Vec<Shelf>>> = LazyLock::new(|| Mutex::new(Vec
 pub fn eligible(config: &SessionConfig) -> bool {
     config.builtins.is_empty()
         && config.virtual_fs.is_empty()
+        && !config.egress
         && config.base.is_none()
         && !crate::config::needs_prepare(config)
 }

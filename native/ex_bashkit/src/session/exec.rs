@@ -285,6 +285,9 @@ pub fn exec(
                 false => (plain_mode, shape),
             };
             let waited = session.waited_for_elixir();
+            // What an exec that ended early left behind is not this one's.
+            let requests = session.requests();
+            requests.take();
             let metering = Metering::start(&bash);
             let result = run_script(&mut bash, &script, options, &partial, mode).await;
             let metrics = metering.stop(&bash);
@@ -302,6 +305,7 @@ pub fn exec(
                 result,
                 changes,
                 metrics,
+                requests.take(),
                 &ticket,
                 call.timeout_ms,
                 Some(&partial),

@@ -97,7 +97,8 @@ fn finish(reply: ReplyTo, outcome: Result<Result<(), String>, String>) {
 
 /// What the session grants, for a model's system prompt:
 /// `{:ok, %{mounts: [%{vfs_path:, host_path:, mode:}], virtual_fs: [path],
-/// allow_net: [pattern] | :all | nil, username:, hostname:, limits: map,
+/// allow_net: [pattern] | :all | nil, credentials: [%{prefix:, placeholder:}],
+/// username:, hostname:, limits: map,
 /// tools: %{python:, git:, sqlite:, typescript: [command]}}}` (limits: every
 /// key, `nil` when not set at `new/1`; tools: the commands each grant gave
 /// the session, the command policy applied).
@@ -148,6 +149,10 @@ pub fn describe(session: &Session) -> Value {
         ("mounts", mounts.into()),
         ("virtual_fs", config.virtual_fs.clone().into()),
         ("allow_net", allow_net),
+        (
+            "credentials",
+            crate::policy::credentials::describe(config),
+        ),
         ("username", (&config.username).into()),
         ("hostname", (&config.hostname).into()),
         ("limits", limits),

@@ -76,7 +76,16 @@ pub fn exec_once_job(
                     if shape.quick {
                         ONCE_QUICK_COST_NS.store(metrics.cost_per_command_ns(), Ordering::Relaxed);
                     }
-                    ExecOutcome::new(result, None, metrics, &ticket, None, Some(&partial))
+                    let requests = built.requests.take();
+                    ExecOutcome::new(
+                        result,
+                        None,
+                        metrics,
+                        requests,
+                        &ticket,
+                        None,
+                        Some(&partial),
+                    )
                 }
                 Err(message) => ExecOutcome::error(message),
             }

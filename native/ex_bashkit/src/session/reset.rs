@@ -81,27 +81,30 @@ impl Session {
             .warm
             .as_ref()
             .and_then(|warm| warm::take_ready(&warm.key, config));
-        let (fresh, layer, interrupt) = match ready {
-            Some(built) => (built.bash, built.layer, built.interrupt),
+        let (fresh, layer, interrupt, requests) = match ready {
+            Some(built) => (built.bash, built.layer, built.interrupt, built.requests),
             None => {
                 // Building takes tens of microseconds at least: not on a
                 // normal scheduler.
                 runner::leave_inline().await;
                 let interrupt = self.interrupt();
                 let layer = crate::config::Layer::new(config);
+                let requests = self.requests();
                 let fresh = crate::config::build_bash_on(
                     config,
                     self.channel.as_ref(),
                     Some(&interrupt),
                     &layer,
+                    &requests,
                 )?;
                 crate::config::prepare_reset(&fresh, config, self.channel.as_ref()).await?;
-                (fresh, layer, interrupt)
+                (fresh, layer, interrupt, requests)
             }
         };
         *self.fs.write() = fresh.fs();
         *self.layer.write() = layer;
         *self.interrupt.lock() = interrupt;
+        *self.requests.lock() = requests;
         *self.host_mounts.lock() = config.mounts.clone();
         self.as_built_again();
         Ok(std::mem::replace(bash, fresh))

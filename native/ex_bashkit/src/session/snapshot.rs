@@ -235,6 +235,7 @@ pub fn restore(op: Op, bytes: impl SnapshotSource, key: Option<Vec<u8>>, reply: 
                 .map_err(|e| describe(&e))?;
                 Ok::<_, String>(whiteouts)
             })?;
+            crate::policy::credentials::keep_placeholders(&mut bash, session.config())?;
             // Files the snapshot has where this session mounts something
             // could never be reached, yet would count against the quota and
             // ride along in every later snapshot: they are dropped.

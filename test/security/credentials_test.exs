@@ -109,7 +109,7 @@ defmodule ExBashkit.Security.CredentialsTest do
     assert [%{decision: :allow, status: 200}] = result.requests
 
     {:error, error} =
-      Session.exec(session, "curl -s #{hd(opts[:allow_net])}/api/t; sleep 5", timeout_ms: 300)
+      Session.run(session, "curl -s #{hd(opts[:allow_net])}/api/t; sleep 5", timeout_ms: 300)
 
     refute_secret(error)
     refute_secret(Exception.message(error))

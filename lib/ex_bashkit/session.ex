@@ -72,9 +72,10 @@ defmodule ExBashkit.Session do
   bashkit already bounds execution with safe defaults; `:limits` tightens them
   for untrusted scripts. Each key is optional; unset keys keep bashkit's
   default. When a script exceeds a limit, `exec/2` returns
+  `{:error, message}` naming the key to raise, and `run/3`
   `{:error, %ExBashkit.Error{reason: :limit, limit: key}}` (`reason: :timeout`
-  for `:timeout_ms`), with the output written until then, and the session
-  stays usable.
+  for `:timeout_ms`) with the output written until then; the session stays
+  usable.
 
       session = ExBashkit.Session.new(limits: [max_commands: 1_000, timeout_ms: 2_000])
 
@@ -648,7 +649,8 @@ defmodule ExBashkit.Session do
   Stop the exec running on `session`, from any process.
 
   The script stops at its next command boundary (or budget check); that
-  `exec/3` returns `{:error, %ExBashkit.Error{reason: :cancelled}}`. The session
+  `exec/3` returns `{:error, "execution cancelled ..."}` (`run/3`:
+  `{:error, %ExBashkit.Error{reason: :cancelled}}`). The session
   keeps its state as the script left it, and stays usable. Execs queued behind
   the running one are not affected. Returns `:ok` if an exec was running,
   `:idle` if none was.

@@ -43,11 +43,11 @@ defmodule ExBashkit.Worker do
       2 000), the worker is killed. `ExBashkit.Session.cancel/1` gets the
       same treatment.
     * **Crashes.** When the worker dies, every request in flight on it is
-      answered `{:error, %ExBashkit.Error{reason: :crashed}}` at once, a new
+      answered at once with an error of `reason: :crashed` (its message
+      from `exec/3`, `%ExBashkit.Error{}` from `run/3`), a new
       worker starts, and every session that lived there is rebuilt from its
       `new/1` configuration. A session that was idle when it happened
-      answers its next call with `{:error, %ExBashkit.Error{reason: :lost}}`
-      (once), so the loss of its state is never silent; it is usable again
+      answers its next call with an error of `reason: :lost` (once), so the loss of its state is never silent; it is usable again
       afterwards.
 
   Workers are started by `ExBashkit.Application` (see

@@ -346,6 +346,15 @@ pub fn build_bash_on(
             builder = builder.builtin(*name, Box::new(contained));
         }
     }
+    // Sessions only: a one-shot's deadline is its interpreter's own.
+    if interrupt.is_some() {
+        for name in crate::commands::nested::DEADLINE_BOUND {
+            if permits.permits(name) {
+                let bound = crate::commands::nested::DeadlineBound::new(name, Arc::clone(&nested));
+                builder = builder.builtin(*name, Box::new(bound));
+            }
+        }
+    }
     if config.commands.is_some() {
         let help = crate::policy::help::PolicyHelp::new(permits.clone(), nested);
         builder = builder.builtin("help", Box::new(help));

@@ -108,7 +108,9 @@ impl Nested {
             builder = builder.env(key, value);
         }
         let in_node = !crate::run::runtime::in_worker();
-        builder = builder.before_tool(Box::new(move |event| crate::policy::bombs::refuse(event, in_node)));
+        builder = builder.before_tool(Box::new(move |event| {
+            crate::policy::bombs::refuse(event, in_node)
+        }));
         builder.build()
     }
 

@@ -12,7 +12,8 @@ defmodule ExBashkit.WorkerPool do
       (default 4 GiB), enforced as an address-space limit (this plus room
       for its thread stacks): past it, allocations fail and the worker dies,
       taking only its own sessions' in-flight execs with it. Workers also
-      volunteer as the kernel's first choice when memory runs out.
+      volunteer as the kernel's first choice when memory runs out. A limit
+      the worker cannot set ends it at start (it never runs unconfined).
     * `:worker_max_cpu_seconds` - CPU-time backstop of each worker process
       (default none).
     * `:worker_kill_grace_ms` - how long a script past its deadline (or

@@ -91,8 +91,7 @@ defmodule ExBashkit.Security.SnapshotTest do
     keyed = :crypto.mac(:hmac, :sha256, "k", json) <> json
     assert {:error, _} = restore(s, keyed, key: "k")
 
-    assert {:ok, %Result{stdout: "from-snapshot\n/\n"}} =
-             Session.exec(s, "echo $X; pwd")
+    assert {:ok, %Result{stdout: "from-snapshot\n/\n"}} = Session.exec(s, "echo $X; pwd")
   end
 
   test "huge random input is rejected quickly and the node stays healthy" do

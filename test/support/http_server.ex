@@ -133,8 +133,7 @@ defmodule ExBashkit.Test.HttpServer do
         server = self()
         owner = Keyword.fetch!(opts, :owner)
         spawn_link(fn -> accept_loop(listen, server, owner, answer) end)
-        {:ok,
-         %{listen: listen, port: port, connections: 0, syncs: 0, requests: [], heads: []}}
+        {:ok, %{listen: listen, port: port, connections: 0, syncs: 0, requests: [], heads: []}}
 
       {:error, reason} ->
         {:stop, reason}

@@ -363,6 +363,15 @@ pub fn build_bash_on(
             builder = builder.builtin(*name, Box::new(contained));
         }
     }
+    // Sessions only: a one-shot's deadline is its interpreter's own.
+    if interrupt.is_some() {
+        for name in crate::commands::nested::DEADLINE_BOUND {
+            if permits.permits(name) {
+                let bound = crate::commands::nested::DeadlineBound::new(name, Arc::clone(&nested));
+                builder = builder.builtin(*name, Box::new(bound));
+            }
+        }
+    }
     if config.commands.is_some() {
         let help = crate::policy::help::PolicyHelp::new(permits.clone(), nested);
         builder = builder.builtin("help", Box::new(help));
@@ -378,7 +387,9 @@ pub fn build_bash_on(
         }
     }
     let in_node = !crate::run::runtime::in_worker();
-    builder = builder.before_tool(Box::new(move |event| crate::policy::bombs::refuse(event, in_node)));
+    builder = builder.before_tool(Box::new(move |event| {
+        crate::policy::bombs::refuse(event, in_node)
+    }));
     builder = crate::commands::python::register(builder, config, &permits);
     builder = crate::commands::tools::register(builder, config, &permits, interrupt)?;
     let mut bash = builder.build();

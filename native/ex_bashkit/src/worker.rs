@@ -600,6 +600,9 @@ mod tests {
             max_script_threads: 256,
             ..RuntimeConfig::default()
         };
-        assert_eq!(address_space(4 << 30, &runtime), (4 << 30) + (4 << 30) + (1 << 30));
+        assert_eq!(
+            address_space(4 << 30, &runtime),
+            (4 << 30) + (4 << 30) + (1 << 30)
+        );
     }
 }

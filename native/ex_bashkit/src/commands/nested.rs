@@ -44,6 +44,15 @@
 //! Cost: building the nested interpreter is the price of one wrapped
 //! command, about 40 µs a call (`bench/nested_commands.md`); these
 //! commands are rare and do real work.
+//!
+//! [`DeadlineBound`] runs `jq` and `yq` the same way for another reason:
+//! their evaluation is synchronous and polls bashkit's execution deadline,
+//! which is the *session's* timeout; no per-call deadline, cancel or timer
+//! reaches it (`jq -n 'def f: f; f'` with `timeout_ms: 1000` held the
+//! session, or ran until its worker was killed, for 30 s). The nested
+//! interpreter's timeout is what is left of the exec's per-call deadline,
+//! so the filter stops there by bashkit's own check. Without a per-call
+//! deadline the session's timeout applies, as for the original.
 
 use std::sync::Arc;
 
@@ -99,7 +108,9 @@ impl Nested {
             builder = builder.env(key, value);
         }
         let in_node = !crate::run::runtime::in_worker();
-        builder = builder.before_tool(Box::new(move |event| crate::policy::bombs::refuse(event, in_node)));
+        builder = builder.before_tool(Box::new(move |event| {
+            crate::policy::bombs::refuse(event, in_node)
+        }));
         builder.build()
     }
 
@@ -137,6 +148,37 @@ impl Nested {
     ) -> bashkit::Result<ExecResult> {
         let mut bash = self.build(ctx, name);
         self.exec(&mut bash, ctx, name, args).await
+    }
+}
+
+/// bashkit's commands bounded by the exec's per-call deadline.
+pub const DEADLINE_BOUND: &[&str] = &["jq", "yq"];
+
+/// One of [`DEADLINE_BOUND`], run in a nested interpreter whose timeout is
+/// what is left of the exec's per-call deadline.
+pub struct DeadlineBound {
+    name: &'static str,
+    nested: Arc<Nested>,
+}
+
+impl DeadlineBound {
+    pub fn new(name: &'static str, nested: Arc<Nested>) -> Self {
+        Self { name, nested }
+    }
+}
+
+#[bashkit::async_trait]
+impl bashkit::Builtin for DeadlineBound {
+    async fn execute(&self, ctx: BuiltinContext<'_>) -> bashkit::Result<ExecResult> {
+        let left = self.nested.interrupt.as_ref().and_then(|i| i.remaining());
+        match left.filter(|left| *left < self.nested.limits.timeout) {
+            Some(left) => {
+                let mut bounded = (*self.nested).clone();
+                bounded.limits = bounded.limits.timeout(left);
+                bounded.run(&ctx, self.name, ctx.args).await
+            }
+            None => self.nested.run(&ctx, self.name, ctx.args).await,
+        }
     }
 }
 

@@ -191,10 +191,7 @@ fn check_extension_headers(reader: impl Read) -> Result<(), String> {
             let Ok(Some(extensions)) = entry.pax_extensions() else {
                 return Ok(());
             };
-            if extensions
-                .flatten()
-                .any(|e| e.key_bytes() == b"size")
-            {
+            if extensions.flatten().any(|e| e.key_bytes() == b"size") {
                 return Ok(());
             }
         }
@@ -664,20 +661,32 @@ mod tests {
     fn a_huge_long_name_is_refused_unread_with_a_short_message() {
         let limits = FsLimits::default();
         let huge = format!("/{}", "a".repeat(4 << 20));
-        for bytes in [long_named(&huge[1..]), gzip(&long_named(&huge[1..])).unwrap()] {
+        for bytes in [
+            long_named(&huge[1..]),
+            gzip(&long_named(&huge[1..])).unwrap(),
+        ] {
             let error = parse(&bytes, &limits).unwrap_err();
             assert!(error.contains("long-name or extended header"), "{error}");
-            assert!(error.len() <= crate::nif::error::MAX_MESSAGE_BYTES, "{}", error.len());
+            assert!(
+                error.len() <= crate::nif::error::MAX_MESSAGE_BYTES,
+                "{}",
+                error.len()
+            );
         }
         // Past the path limit but within the header cap: refused by the
         // limit, quoted short.
         let long = "b/".repeat(20_000) + "c";
         let error = parse(&long_named(&long), &limits).unwrap_err();
-        assert!(error.len() < crate::nif::error::MAX_MESSAGE_BYTES + 40, "{error}");
+        assert!(
+            error.len() < crate::nif::error::MAX_MESSAGE_BYTES + 40,
+            "{error}"
+        );
         // An ordinary long name still reads.
         let name = "d/".repeat(60) + "e";
         let entries = parse(&long_named(&name), &limits).unwrap();
-        assert!(entries.iter().any(|e| e.path == Path::new(&format!("/{name}"))));
+        assert!(entries
+            .iter()
+            .any(|e| e.path == Path::new(&format!("/{name}"))));
     }
 
     #[test]

@@ -47,6 +47,12 @@ pub fn bounded(mut message: String) -> String {
     message
 }
 
+impl Encoder for Error {
+    fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
+        self.0.encode(env)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,11 +64,5 @@ mod tests {
         let cut = bounded(long);
         assert!(cut.len() < MAX_MESSAGE_BYTES + 40, "{}", cut.len());
         assert!(cut.ends_with(&format!("... ({} more bytes)", MAX_MESSAGE_BYTES)));
-    }
-}
-
-impl Encoder for Error {
-    fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
-        self.0.encode(env)
     }
 }

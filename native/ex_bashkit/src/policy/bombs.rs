@@ -175,11 +175,17 @@ pub fn program_bomb(language: Language, program: &str) -> Option<String> {
         i += 1;
     }
     if deepest > MAX_PROGRAM_NESTING {
-        Some(format!("nested {deepest} levels deep ({MAX_PROGRAM_NESTING} at most)"))
+        Some(format!(
+            "nested {deepest} levels deep ({MAX_PROGRAM_NESTING} at most)"
+        ))
     } else if longest > MAX_OPERATOR_CHAIN {
-        Some(format!("an expression of {longest} chained operators ({MAX_OPERATOR_CHAIN} at most)"))
+        Some(format!(
+            "an expression of {longest} chained operators ({MAX_OPERATOR_CHAIN} at most)"
+        ))
     } else if most_terms > MAX_COMPOUND_TERMS {
-        Some(format!("a compound SELECT of {most_terms} terms ({MAX_COMPOUND_TERMS} at most)"))
+        Some(format!(
+            "a compound SELECT of {most_terms} terms ({MAX_COMPOUND_TERMS} at most)"
+        ))
     } else if views > MAX_VIEWS {
         Some(format!("{views} views in one run ({MAX_VIEWS} at most)"))
     } else {
@@ -274,10 +280,16 @@ mod tests {
         assert_eq!(program_bomb(TypeScript, &strings), None);
         let ordinary = "const xs = [1, 2, 3].map((x) => x * 2 + 1); console.log(xs.join(','))";
         assert_eq!(program_bomb(TypeScript, ordinary), None);
-        let list = (0..5_000).map(|i| format!("-{i}")).collect::<Vec<_>>().join(",");
+        let list = (0..5_000)
+            .map(|i| format!("-{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
         assert_eq!(program_bomb(TypeScript, &format!("[{list}]")), None);
 
-        let union = format!("SELECT count(*) FROM (SELECT 1{})", " UNION ALL SELECT 1".repeat(600));
+        let union = format!(
+            "SELECT count(*) FROM (SELECT 1{})",
+            " UNION ALL SELECT 1".repeat(600)
+        );
         assert!(program_bomb(Sql, &union).is_some());
         let nested = "SELECT * FROM (".repeat(300) + "SELECT 1" + &")".repeat(300);
         assert!(program_bomb(Sql, &nested).is_some());

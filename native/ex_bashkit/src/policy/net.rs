@@ -220,8 +220,7 @@ impl HttpTransport for AbsentTransport {
             .await;
         let error = match answer {
             Ok(response) => {
-                return match compressed::refusal(&headers, &response, request.max_response_bytes)
-                {
+                return match compressed::refusal(&headers, &response, request.max_response_bytes) {
                     Some(refusal) => Err(refusal),
                     None => Ok(response),
                 }

@@ -311,6 +311,53 @@ defmodule ExBashkit.Session do
   (`/dev/tcp/...` is a plain path in the sandbox). Note that bashkit's `curl`
   and `wget` take short flags one by one: write `curl -s -L` and
   `wget -q -O -`; a bundle such as `-sL` is ignored.
+
+  ## Credentials
+
+  A script can call an API with a key it never sees. `:credentials` lists
+  `{url_prefix, spec}` entries; every request under `url_prefix` (each
+  prefix must lie within `:allow_net`) gets the headers at the network
+  boundary, after the script built the request:
+
+      ExBashkit.Session.new(
+        allow_net: ["https://api.github.com/", "https://api.openai.com/"],
+        credentials: [
+          {"https://api.github.com/", bearer: github_token},
+          {"https://api.openai.com/",
+           header: {"authorization", "Bearer " <> openai_key}, placeholder: "OPENAI_API_KEY"}
+        ]
+      )
+
+  `spec` is `bearer: token` (`Authorization: Bearer token`),
+  `header: {name, value}` or `headers: [{name, value}]`. Without
+  `:placeholder` the headers are added to every request under the prefix,
+  replacing the script's own of the same name. With `placeholder: "NAME"`
+  the script's `$NAME` holds an opaque stand-in (`bk_placeholder_` and 32
+  hex digits) instead, for tools that insist on a key: it is replaced by
+  the secret on the wire, in the credential's own headers, under the prefix
+  only, when it occurs once in the value (for `bearer:` it stands for the
+  token, `Authorization: Bearer $NAME`; for `header:` for the whole value,
+  `authorization: $NAME`). Sent anywhere else, it stays a stand-in.
+
+  The secret is never in the session: not in its environment, files or
+  `/proc`, `state/1`, snapshots, `export_tar/3`, results and errors, the
+  `:egress` callback's view (`"[REDACTED]"`), answers that echo it back
+  (redacted before the script reads them), `inspect/1` of a session, an
+  `ExBashkit.Server` or `ExBashkit.Pool` (the option is kept sealed in a
+  closure), logs, or `ExBashkit.Tool`'s texts. A redirect to another prefix
+  gets no credential (`curl -L` also drops the script's `Authorization` and
+  `Cookie` headers across origins). What remains (SECURITY.md): a server
+  under the prefix that sends the secret back encoded gets past the
+  redaction, and every request the script makes under the prefix carries
+  the credential, which is the grant: give the narrowest prefix.
+
+  `:egress` gives the host a say on every request `:allow_net` admitted:
+  a function (or `{module, arg}`, see `ExBashkit.Egress`) called with
+  `%{method, url, headers}` (credentials redacted), answering `:allow` or
+  `:deny` within `:builtin_timeout_ms`; a crash or a timeout denies. A
+  denied request reads as one outside `:allow_net` (`404 Not Found`). Each
+  exec's result lists what was asked for in `:requests` (see
+  `ExBashkit.Result`), with or without `:egress`.
   """
 
   alias ExBashkit.{Backend, Error, Result}

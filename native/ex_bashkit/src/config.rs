@@ -295,7 +295,13 @@ pub fn build_bash(
     channel: Option<&Arc<CallbackChannel>>,
     interrupt: Option<&Arc<Interrupt>>,
 ) -> Result<Bash, String> {
-    build_bash_on(config, channel, interrupt, &Layer::new(config), &RequestLog::new())
+    build_bash_on(
+        config,
+        channel,
+        interrupt,
+        &Layer::new(config),
+        &RequestLog::new(),
+    )
 }
 
 /// Build the interpreter `config` describes over `layer` (sessions keep

@@ -164,7 +164,12 @@ impl Payload for ExecFailure {
 
 /// What an exec ended with, ready to encode.
 pub enum ExecOutcome {
-    Ok(Box<ExecResult>, Option<Changes>, Metrics, Vec<RequestRecord>),
+    Ok(
+        Box<ExecResult>,
+        Option<Changes>,
+        Metrics,
+        Vec<RequestRecord>,
+    ),
     Failed(Box<ExecFailure>),
 }
 

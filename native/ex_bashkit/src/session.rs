@@ -163,7 +163,13 @@ impl Session {
         let eligible = warm::eligible(&config);
         let (bash, layer, interrupt, requests, channel) = if eligible {
             let built = warm::take_or_build(&decoded.key, &config)?;
-            (built.bash, built.layer, built.interrupt, built.requests, None)
+            (
+                built.bash,
+                built.layer,
+                built.interrupt,
+                built.requests,
+                None,
+            )
         } else {
             let interrupt = Interrupt::new();
             let channel = crate::config::callback_channel(&config, &interrupt);

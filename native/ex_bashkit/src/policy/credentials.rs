@@ -105,13 +105,23 @@ impl Injector {
             match &rule.placeholder {
                 None => {
                     headers.retain(|(name, _)| {
-                        !rule.headers.iter().any(|h| h.name.eq_ignore_ascii_case(name))
+                        !rule
+                            .headers
+                            .iter()
+                            .any(|h| h.name.eq_ignore_ascii_case(name))
                     });
-                    headers.extend(rule.headers.iter().map(|h| (h.name.clone(), h.value.clone())));
+                    headers.extend(
+                        rule.headers
+                            .iter()
+                            .map(|h| (h.name.clone(), h.value.clone())),
+                    );
                 }
                 Some(placeholder) => {
                     for (name, value) in headers.iter_mut() {
-                        let owned = rule.headers.iter().find(|h| h.name.eq_ignore_ascii_case(name));
+                        let owned = rule
+                            .headers
+                            .iter()
+                            .find(|h| h.name.eq_ignore_ascii_case(name));
                         if let Some(header) = owned {
                             if value.matches(placeholder.as_str()).count() == 1 {
                                 *value = value.replacen(placeholder.as_str(), &header.secret, 1);
@@ -164,7 +174,11 @@ fn placeholder(spec: &CredentialSpec) -> Result<String, String> {
 /// brought holds this session's placeholder again (one from another
 /// process, or another credential, would never be replaced on the wire).
 pub fn keep_placeholders(bash: &mut Bash, config: &SessionConfig) -> Result<(), String> {
-    if config.credentials.iter().all(|spec| spec.placeholder.is_none()) {
+    if config
+        .credentials
+        .iter()
+        .all(|spec| spec.placeholder.is_none())
+    {
         return Ok(());
     }
     let mut state = bash.shell_state();
@@ -293,7 +307,10 @@ mod tests {
         );
         let mut outside = vec![("authorization".into(), "mine".into())];
         injector.apply("http://127.0.0.1:9/other", &mut outside);
-        assert_eq!(outside, vec![("authorization".to_string(), "mine".to_string())]);
+        assert_eq!(
+            outside,
+            vec![("authorization".to_string(), "mine".to_string())]
+        );
         assert_eq!(injector.secrets(), ["tok-secret".to_string()]);
     }
 

@@ -74,8 +74,7 @@ impl Prebuilt {
         let interrupt = Interrupt::new();
         let layer = Layer::new(config);
         let requests = RequestLog::new();
-        let bash =
-            crate::config::build_bash_on(config, None, Some(&interrupt), &layer, &requests)?;
+        let bash = crate::config::build_bash_on(config, None, Some(&interrupt), &layer, &requests)?;
         Ok(Self {
             bash,
             layer,

@@ -149,10 +149,7 @@ pub fn describe(session: &Session) -> Value {
         ("mounts", mounts.into()),
         ("virtual_fs", config.virtual_fs.clone().into()),
         ("allow_net", allow_net),
-        (
-            "credentials",
-            crate::policy::credentials::describe(config),
-        ),
+        ("credentials", crate::policy::credentials::describe(config)),
         ("username", (&config.username).into()),
         ("hostname", (&config.hostname).into()),
         ("limits", limits),

@@ -21,8 +21,9 @@ defmodule ExBashkit.Result do
       large to list whole, or the exec's deadline or a cancel came while it
       was listed; the lists then hold what was seen); otherwise `nil`.
 
-    * `:requests` - every HTTP request the exec made (`curl`, `wget`, `http`,
-      `git`, python; each redirect hop its own), in order:
+    * `:requests` - every HTTP request the exec made (`curl`, `wget`, `http`
+      and whatever else goes through the session's HTTP client; each
+      redirect hop its own), in order:
       `%{method: "GET", url: url, status: 200 | nil, decision: :allow | :deny,
       bytes: n}`. `decision` is `:deny` for a request `:allow_net` or the
       `:egress` callback refused (nothing went out); `status` is `nil` when

@@ -176,7 +176,6 @@ pub enum ExecOutcome {
 impl ExecOutcome {
     /// Classify bashkit's answer. Our watchdog and `cancel/1` stop a script
     /// through the same token: `ticket` says which one did.
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         result: bashkit::Result<ExecResult>,
         changes: Option<Changes>,

@@ -16,6 +16,19 @@ defmodule ExBashkit.ReadmeTest do
     ExBashkit.ReadmeBlocks.run(blocks, @readme)
   end
 
+  test "the agent policy example runs as pasted" do
+    blocks =
+      ExBashkit.ReadmeBlocks.between(
+        @readme,
+        "## Agent policy: command allowlists, the 404 principle, soft delete",
+        "## Supervised sessions, pools and clusters"
+      )
+
+    assert [_] = blocks
+    binding = ExBashkit.ReadmeBlocks.run(blocks, @readme)
+    assert {:ok, %{stdout: "127\n"}} = ExBashkit.Session.exec(binding[:session], "sort; echo $?")
+  end
+
   test "the errors and exec_async examples run as pasted" do
     blocks =
       ExBashkit.ReadmeBlocks.between(@readme, "## Errors and async exec", "## Interactive shell")

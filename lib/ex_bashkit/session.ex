@@ -482,7 +482,7 @@ defmodule ExBashkit.Session do
         }
 
       {:error, message} ->
-        raise ArgumentError, "ExBashkit.Session.new/1: " <> message
+        raise ArgumentError, "ExBashkit.Session.new/1: " <> Error.text(message)
     end
   end
 

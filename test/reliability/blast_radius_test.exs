@@ -123,7 +123,7 @@ defmodule ExBashkit.Reliability.BlastRadiusTest do
     deadline = ExBashkit.Session.Defaults.bashkit_limit(:timeout_ms)
     hang = "echo before; echo a | uniq -f 1000000000000000000"
     session = Session.new(isolation: :process)
-    in_session = Task.async(fn -> Session.exec(session, hang) end)
+    in_session = Task.async(fn -> Session.run(session, hang) end)
     one_shot = Task.async(fn -> ExBashkit.run(hang) end)
 
     for task <- [in_session, one_shot] do
@@ -280,6 +280,17 @@ defmodule ExBashkit.Reliability.BlastRadiusTest do
       10_000,
       "a new worker process"
     )
+  end
+
+  test "a session whose idle worker died says :lost, once (a reason set, not read from words)" do
+    s = Session.new(isolation: :process, env: [KEEP: "kept"])
+    assert {:ok, _} = Session.exec(s, "x=1")
+    kill_worker_process(worker(s))
+
+    assert {:error, %ExBashkit.Error{reason: :lost, message: "session lost" <> _}} =
+             Session.run(s, "echo $x")
+
+    assert {:ok, %Result{stdout: "kept\n"}} = Session.exec(s, "echo $KEEP")
   end
 
   test "the worker runs with a cleared environment, in /, below the VM's priority" do

@@ -57,4 +57,46 @@ defmodule ExBashkit.Reliability.KnownIssuesTest do
     assert {:ok, %Result{stdout: "arrived"}} = Session.exec(s, "curl -s -L #{base}/from")
     assert {:ok, %Result{stdout: "arrived"}} = Session.exec(s, "curl -sL #{base}/from")
   end
+
+  # bashkit 0.20.2: live execution (`Bash::execute`, which the runner uses
+  # for every script that is not short: native session/exec.rs) loses
+  # output that its buffered `exec` keeps, in bashkit's own spec cases.
+  # Likely the same cause as `man` above: a builtin that runs sub-commands
+  # through an execution plan streams them out, and what it writes after
+  # them is lost. Reproducers for upstream, each also in Rust as
+  # `bash.execute(SCRIPT)` against `bash.exec(SCRIPT)`.
+  test "live execution keeps awk's output after close() of a pipe" do
+    script = ~S[printf 'b\na\n' | awk '{ print | "sort" } END { close("sort"); print "done" }']
+    assert {:ok, %Result{stdout: "a\nb\ndone\n"}} = Session.exec(Session.new(), script)
+  end
+
+  test "live execution keeps find's -printf after -exec" do
+    script =
+      ~S[mkdir -p /f && cd /f && touch one && find . -name one -print -exec echo ran {} \; -printf 'after %f\n']
+
+    assert {:ok, %Result{stdout: "./one\nran ./one\nafter one\n"}} =
+             Session.exec(Session.new(), script)
+  end
+
+  test "live execution keeps what a subshell writes after exec > file" do
+    script = "cd /tmp; ( echo pre; exec > log.txt; echo post ); cat log.txt"
+    assert {:ok, %Result{stdout: "pre\npost\n"}} = Session.exec(Session.new(), script)
+  end
+
+  test "live execution writes select's menu to stderr" do
+    script = "echo 1 | select x in a b; do echo $x; break; done"
+
+    assert {:ok, %Result{stdout: "a\n", stderr: "1) a\n2) b\n" <> _}} =
+             Session.exec(Session.new(), script)
+  end
+
+  # bashkit 0.20.2 resets `$?` to 0 at the start of every exec
+  # (`reset_transient_state`); only its `terminal` feature carries it, and
+  # through a crate-private method (`carry_exit_code`). An agent's next
+  # tool call expects the previous one's status.
+  test "$? at the start of an exec is the previous exec's status" do
+    s = Session.new()
+    assert {:ok, %Result{exit_code: 1}} = Session.exec(s, "false")
+    assert {:ok, %Result{stdout: "1\n"}} = Session.exec(s, "echo $?")
+  end
 end

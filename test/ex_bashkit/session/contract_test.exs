@@ -98,25 +98,6 @@ defmodule ExBashkit.Session.ContractTest do
       end
     end
 
-    test "a session whose idle worker died is reason :lost, once, then usable" do
-      s = Session.new(isolation: :process, env: [KEEP: "kept"])
-      assert {:ok, _} = Session.exec(s, "x=1")
-      {:process, name, _sid} = s.location
-      os_pid = ExBashkit.Worker.os_pid(name)
-      {_, 0} = System.cmd("kill", ["-9", "#{os_pid}"])
-
-      ExBashkit.Test.Health.wait_until(
-        fn -> ExBashkit.Worker.os_pid(name) not in [nil, os_pid] end,
-        10_000,
-        "a new worker process"
-      )
-
-      assert {:error, %Error{reason: :lost, message: "session lost" <> _}} =
-               Session.run(s, "echo $x")
-
-      assert {:ok, %Result{stdout: "kept\n"}} = Session.exec(s, "echo $KEEP")
-    end
-
     test "the reason vocabulary is one list" do
       assert :lost in Error.reasons() and :not_found in Error.reasons()
       assert Enum.all?(Error.reasons(), &is_atom/1)

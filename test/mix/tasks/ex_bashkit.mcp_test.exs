@@ -7,6 +7,8 @@ defmodule Mix.Tasks.ExBashkit.McpTest do
   alias ExBashkit.MCP.JSON
   alias ExBashkit.Test.HostDir
 
+  import ExBashkit.Test.MCPMessages, only: [initialize: 1, tool_call: 3]
+
   @moduletag timeout: 120_000
   @root File.cwd!()
 

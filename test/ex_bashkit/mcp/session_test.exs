@@ -25,18 +25,12 @@ defmodule ExBashkit.MCP.SessionTest do
     do: Session.dispatch(pid, Map.put(message, "jsonrpc", "2.0"), {self(), tag})
 
   defp initialize!(pid, version \\ "2025-06-18") do
-    {:reply, %{"result" => result}} =
-      ask(pid, %{"id" => 0, "method" => "initialize", "params" => %{"protocolVersion" => version}})
+    {:reply, %{"result" => result}} = ask(pid, initialize(version))
 
     result
   end
 
-  defp call(id, name, arguments),
-    do: %{
-      "id" => id,
-      "method" => "tools/call",
-      "params" => %{"name" => name, "arguments" => arguments}
-    }
+  defp call(id, name, arguments), do: tool_call(id, name, arguments)
 
   test "initialize negotiates the version and describes the sandbox" do
     pid = start!(session: [cwd: "/work"])
@@ -113,9 +107,7 @@ defmodule ExBashkit.MCP.SessionTest do
     tag = make_ref()
 
     cast(pid, tag, call(1, "bash", %{"commands" => "sleep 0.3; cd /tmp"}))
-
     cast(pid, tag, call(2, "write_file", %{"path" => "x.txt", "content" => "x"}))
-
     cast(pid, tag, %{"jsonrpc" => "2.0", "id" => 3, "method" => "ping"})
 
     assert_receive {^tag, {:reply, %{"id" => 3, "result" => %{}}}}, 30_000
@@ -131,7 +123,6 @@ defmodule ExBashkit.MCP.SessionTest do
     tag = make_ref()
 
     cast(pid, tag, call(1, "bash", %{"commands" => "mkdir /w; sleep 30; touch /w/one"}))
-
     cast(pid, tag, call(2, "bash", %{"commands" => "touch /w/two"}))
 
     for id <- [2, 1] do

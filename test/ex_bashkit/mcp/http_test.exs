@@ -287,6 +287,19 @@ defmodule ExBashkit.MCP.HTTPTest do
     assert %{"stdout" => "[]\n"} = bash(port, again, 2, "echo \"[$leftover]\"")
   end
 
+  test "with :pool over its queue, initialize is an error and opens no session" do
+    {:ok, pool} = ExBashkit.Pool.start_link(name: nil, size: 1, max_queue: 0)
+    %{port: port, server: server} = start!(pool: pool)
+    initialize!(port)
+
+    assert {200, headers, %{"error" => %{"code" => -32603, "message" => message}}} =
+             post(port, initialize())
+
+    assert message =~ "capacity"
+    refute Map.has_key?(headers, "mcp-session-id")
+    eventually(fn -> MCP.session_count(server) == 1 end)
+  end
+
   test "bad options raise at start" do
     assert_raise ArgumentError, fn -> MCP.start_link(port: 0, session: [no_such_option: 1]) end
     assert_raise ArgumentError, ~r/:ip/, fn -> MCP.start_link(port: 0, ip: "not an ip") end

@@ -24,7 +24,10 @@ defmodule ExBashkit.Image do
   ## Memory and lifetime
 
   The image's content is held once per place that runs sessions over it:
-  once in the node for `isolation: :in_node` sessions (and for building),
+  once in the node for `isolation: :in_node` sessions (and for building:
+  in the default mode, an archive given as `:rootfs` or `:from` is first
+  read in a worker OS process, which hands the node the image's canonical
+  tar),
   and once in each worker OS process that has a session over it
   (`isolation: :process`): a worker is sent the image (its canonical tar)
   the first time one of its sessions names it, keeps it while any of its
@@ -79,7 +82,8 @@ defmodule ExBashkit.Image do
   def build(opts) do
     spec = spec!(opts)
 
-    with {:ok, spec} <- from_session(spec) do
+    with {:ok, spec} <- from_session(spec),
+         {:ok, spec} <- canonical_where_isolated(spec) do
       case Native.image_build(spec) do
         {:ok, {ref, id, bytes, files}} ->
           {:ok, %__MODULE__{id: id, ref: ref, bytes: bytes, files: files}}
@@ -137,6 +141,25 @@ defmodule ExBashkit.Image do
       {:ok, spec |> Map.delete(:from) |> Map.put(:rootfs, tar)}
     end
   end
+
+  # In the default mode an archive is read in a worker OS process, where a
+  # hostile one costs the worker only: it answers with the image's canonical
+  # tar, which the node then reads in place (every check again, on bytes
+  # the worker laid out within the filesystem limits).
+  defp canonical_where_isolated(%{rootfs: tar} = spec) when is_binary(tar) do
+    if Options.default_isolation() == :process do
+      with {:ok, name} <- ExBashkit.WorkerPool.pick(),
+           pid when is_pid(pid) <- Process.whereis(name) || {:error, "no worker process"},
+           {:ok, canonical} <-
+             ExBashkit.Worker.call(pid, {:canonical_tar, Map.put(spec, :canonical, false)}) do
+        {:ok, %{rootfs: canonical, files: [], canonical: true}}
+      end
+    else
+      {:ok, Map.put(spec, :canonical, false)}
+    end
+  end
+
+  defp canonical_where_isolated(spec), do: {:ok, Map.put(spec, :canonical, false)}
 
   @doc false
   # The canonical tar of `image`, which a worker is sent.

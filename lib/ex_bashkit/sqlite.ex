@@ -44,6 +44,12 @@ defmodule ExBashkit.Sqlite do
   its output is capped by `:max_stdout_bytes`. bashkit's other caps apply:
   4 MiB of SQL, 10 000 statements and 1 000 000 rows per query, databases
   up to 256 MiB. Every statement also counts against the exec's work
-  budget.
+  budget. A call's own `:timeout_ms` (`Session.exec/3`) lowers the budget
+  further, to what is left of it.
+
+  SQL given as an argument or on stdin that nests deeper than 256
+  parentheses, has a compound SELECT of more than 500 terms or creates more
+  than 200 views is refused before it runs ("sqlite3: program refused:
+  ...", exit 1): Turso's parser and planner would overflow their stack.
   """
 end

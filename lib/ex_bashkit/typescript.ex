@@ -38,10 +38,17 @@ defmodule ExBashkit.TypeScript do
 
   ## Limits
 
-  Each run is bounded by bashkit's TypeScript limits (64 MiB of memory,
-  1 000 000 allocations, a call depth of 512, 30 s) and by the session's:
-  the wall-clock budget is clamped to what is left of the exec's timeout,
-  so an endless loop ends with the exec's `:timeout_ms`, and the session
-  stays usable.
+  Each run is bounded by bashkit's TypeScript limits (1 000 000
+  allocations, a call depth of 512, 30 s) and by the session's: the
+  wall-clock budget is clamped to what is left of the exec's timeout and of
+  the call's own `:timeout_ms` (`Session.exec/3`), so an endless loop ends
+  there, and the session stays usable. bashkit's 64 MiB memory limit is not
+  enforced by ZapCode 1.5.1: a program that doubles an array holds memory
+  until its worker's limit (see SECURITY.md).
+
+  A program given as an argument or on stdin that nests deeper than 256
+  brackets, or chains more than 1 000 operators in one expression, is
+  refused before it runs ("ts: program refused: ...", exit 1): ZapCode's
+  parser would overflow its stack.
   """
 end

@@ -342,7 +342,9 @@ defmodule ExBashkit.Worker do
     kind = elem(request, 0)
 
     sid =
-      if kind in [:exec_once, :live_sessions, :running_scripts], do: nil, else: elem(request, 1)
+      if kind in [:exec_once, :live_sessions, :running_scripts, :canonical_tar],
+        do: nil,
+        else: elem(request, 1)
 
     cond do
       kind != :new and Map.has_key?(state.lost, sid) ->

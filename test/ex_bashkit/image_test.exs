@@ -189,6 +189,42 @@ defmodule ExBashkit.ImageTest do
     assert_raise ArgumentError, fn -> Image.build!(rootfs: "garbage") end
   end
 
+  test "in the default mode the archive is read in a worker OS process, not the node" do
+    tar = TarWriter.tar([{:file, "etc/motd", "from the archive"}])
+    # Calls to ExBashkit.Worker.call from this process, collected by a
+    # tracer of their own (a process cannot trace itself).
+    tracer = spawn_link(fn -> collect([]) end)
+    :erlang.trace_pattern({ExBashkit.Worker, :call, :_}, true, [:local])
+    :erlang.trace(self(), true, [:call, {:tracer, tracer}])
+
+    try do
+      assert {:ok, image} = Image.build(rootfs: tar)
+      s = Session.new(base: image)
+      assert {:ok, "from the archive"} = Session.read_file(s, "/etc/motd")
+    after
+      :erlang.trace(self(), false, [:call])
+    end
+
+    # Trace messages are sent asynchronously: wait until all have arrived.
+    ref = :erlang.trace_delivered(self())
+    assert_receive {:trace_delivered, _, ^ref}
+    send(tracer, {:calls, self()})
+    assert_receive {:calls, calls}
+    asked = for {_, :call, [_, {:canonical_tar, _} | _]} <- calls, do: :asked
+
+    case ExBashkit.Session.Options.default_isolation() do
+      :process -> assert asked != []
+      :in_node -> assert asked == []
+    end
+  end
+
+  defp collect(calls) do
+    receive do
+      {:trace, _, :call, mfa} -> collect([mfa | calls])
+      {:calls, to} -> send(to, {:calls, calls})
+    end
+  end
+
   test "an error quotes a short prefix of what it refuses: a 100 MB member name" do
     name = :binary.copy("n", 100 * 1024 * 1024)
     gz = :zlib.gzip(TarWriter.tar([{:long_name, name, "x"}]))

@@ -76,10 +76,27 @@ pub fn limits() -> FsLimits {
 /// written from a filesystem filled with them, which is then dropped; the
 /// image keeps the tar alone (`from_canonical`).
 pub async fn build(entries: Vec<VfsEntry>) -> Result<Arc<Image>, String> {
-    let tar = {
-        let (fs, _, _) = fill(entries, None).await?;
-        canonical_tar(&fs).await?
-    };
+    let tar = canonical_of(entries).await?;
+    build_from_canonical(tar).await
+}
+
+/// The canonical tar of an image holding `entries`.
+async fn canonical_of(entries: Vec<VfsEntry>) -> Result<Vec<u8>, String> {
+    let (fs, _, _) = fill(entries, None).await?;
+    canonical_tar(&fs).await
+}
+
+/// A worker's `{:canonical_tar, id, spec}`: the canonical tar of the image
+/// `spec` describes, made where a hostile archive costs the worker only
+/// (`Image.build/1` in the default mode). The node then builds the image
+/// from it (`canonical: true`), parsing it in place, every check again.
+pub async fn canonical_tar_of(spec: BuildSpec) -> Result<Vec<u8>, String> {
+    canonical_of(entries_of(spec)?).await
+}
+
+/// Build (or find) the image whose canonical tar is `tar` (validated as
+/// any archive is by `parse_in_place`).
+async fn build_from_canonical(tar: Vec<u8>) -> Result<Arc<Image>, String> {
     let id = hex(Sha256::digest(&tar).as_slice());
     if let Some(existing) = lookup(&id) {
         return Ok(existing);
@@ -259,13 +276,19 @@ pub struct ImageResource {
 impl rustler::Resource for ImageResource {}
 
 /// What `Image.build/1` hands the NIF: an archive and/or files, applied in
-/// that order.
+/// that order; with `canonical`, the archive is an image's canonical tar
+/// made by a worker (`canonical_tar_of`) and there are no files.
 #[derive(Debug, Default)]
 pub struct BuildSpec {
     pub rootfs: Option<Bytes>,
     pub files: Vec<(String, Bytes)>,
+    pub canonical: bool,
 }
-from_map!(BuildSpec { rootfs, files });
+from_map!(BuildSpec {
+    rootfs,
+    files,
+    canonical
+});
 
 fn entries_of(spec: BuildSpec) -> Result<Vec<VfsEntry>, String> {
     let limits = limits();
@@ -309,7 +332,16 @@ fn entries_of(spec: BuildSpec) -> Result<Vec<VfsEntry>, String> {
 #[rustler::nif(schedule = "DirtyCpu")]
 fn image_build(spec: rustler::Term) -> NifResult<(ResourceArc<ImageResource>, String, u64, u64)> {
     let spec = BuildSpec::from_term(spec)?;
-    let image = runtime::block_on(async { build(entries_of(spec)?).await })?;
+    let image = runtime::block_on(async {
+        match spec {
+            BuildSpec {
+                canonical: true,
+                rootfs: Some(Bytes(tar)),
+                ..
+            } => build_from_canonical(tar).await,
+            spec => build(entries_of(spec)?).await,
+        }
+    })?;
     Ok((
         ResourceArc::new(ImageResource {
             image: DropLater::new(Arc::clone(&image)),

@@ -325,6 +325,20 @@ fn dispatch(
         }
         return Ok(());
     }
+    if tag == "canonical_tar" {
+        // `{:canonical_tar, id, spec}` (`Image.build/1`): off the reading
+        // thread, which a large archive would hold for seconds.
+        let spec = crate::image::BuildSpec::from_value(items.get(2).ok_or("missing spec")?)?;
+        let reply = reply_to(id, frames);
+        runtime::spawn_job(async move {
+            let answer = match crate::image::canonical_tar_of(spec).await {
+                Ok(tar) => Value::ok_with(Value::Binary(tar)),
+                Err(message) => Value::error(message),
+            };
+            reply.finish(&answer);
+        });
+        return Ok(());
+    }
     if tag == "live_sessions" {
         answer(id, frames, session::live_sessions().into());
         return Ok(());

@@ -7,6 +7,8 @@ defmodule ExBashkit.MCP.HTTPTest do
   alias ExBashkit.MCP
   alias ExBashkit.MCP.JSON
 
+  import ExBashkit.Test.MCPMessages
+
   @moduletag timeout: 120_000
 
   defp start!(opts \\ []) do
@@ -107,18 +109,11 @@ defmodule ExBashkit.MCP.HTTPTest do
   defp decode_body(_headers, body), do: JSON.decode(body) |> elem(1)
 
   defp initialize!(port) do
-    {200, headers, %{"result" => %{"protocolVersion" => _}}} =
-      post(port, %{
-        "jsonrpc" => "2.0",
-        "id" => 1,
-        "method" => "initialize",
-        "params" => %{"protocolVersion" => "2025-06-18", "capabilities" => %{}}
-      })
+    {200, headers, %{"result" => %{"protocolVersion" => _}}} = post(port, initialize())
 
     session = Map.fetch!(headers, "mcp-session-id")
 
-    {202, _, nil} =
-      post(port, %{"jsonrpc" => "2.0", "method" => "notifications/initialized"}, sid(session))
+    {202, _, nil} = post(port, notification("notifications/initialized"), sid(session))
 
     session
   end
@@ -126,14 +121,9 @@ defmodule ExBashkit.MCP.HTTPTest do
   defp sid(session), do: [{"mcp-session-id", session}]
 
   defp bash(port, session, id, commands) do
-    message = %{
-      "jsonrpc" => "2.0",
-      "id" => id,
-      "method" => "tools/call",
-      "params" => %{"name" => "bash", "arguments" => %{"commands" => commands}}
-    }
+    {200, _, %{"result" => result}} =
+      post(port, tool_call(id, "bash", %{"commands" => commands}), sid(session))
 
-    {200, _, %{"result" => result}} = post(port, message, sid(session))
     result["structuredContent"]
   end
 
@@ -155,12 +145,7 @@ defmodule ExBashkit.MCP.HTTPTest do
                sid(session)
              )
 
-    unknown_tool = %{
-      "jsonrpc" => "2.0",
-      "id" => 6,
-      "method" => "tools/call",
-      "params" => %{"name" => "rm_rf", "arguments" => %{}}
-    }
+    unknown_tool = tool_call(6, "rm_rf", %{})
 
     assert {200, _, %{"id" => 6, "error" => %{"code" => -32602}}} =
              post(port, unknown_tool, sid(session))
@@ -238,13 +223,7 @@ defmodule ExBashkit.MCP.HTTPTest do
     %{port: port} = start!(max_sessions: 1)
     initialize!(port)
 
-    assert {503, headers, %{"error" => _}} =
-             post(port, %{
-               "jsonrpc" => "2.0",
-               "id" => 1,
-               "method" => "initialize",
-               "params" => %{}
-             })
+    assert {503, headers, %{"error" => _}} = post(port, initialize())
 
     refute Map.has_key?(headers, "mcp-session-id")
   end
@@ -255,12 +234,7 @@ defmodule ExBashkit.MCP.HTTPTest do
     other = initialize!(port)
     bash(port, session, 2, "mkdir -p /w")
 
-    call = %{
-      "jsonrpc" => "2.0",
-      "id" => 3,
-      "method" => "tools/call",
-      "params" => %{"name" => "bash", "arguments" => %{"commands" => "sleep 30; touch /w/after"}}
-    }
+    call = tool_call(3, "bash", %{"commands" => "sleep 30; touch /w/after"})
 
     {:ok, socket} = :gen_tcp.connect(~c"127.0.0.1", port, [:binary, active: false])
     :ok = :gen_tcp.send(socket, request("POST", @json ++ sid(session), JSON.encode!(call)))
@@ -281,22 +255,13 @@ defmodule ExBashkit.MCP.HTTPTest do
     %{port: port} = start!()
     session = initialize!(port)
 
-    call = %{
-      "jsonrpc" => "2.0",
-      "id" => "slow",
-      "method" => "tools/call",
-      "params" => %{"name" => "bash", "arguments" => %{"commands" => "sleep 30"}}
-    }
+    call = tool_call("slow", "bash", %{"commands" => "sleep 30"})
 
     {:ok, socket} = :gen_tcp.connect(~c"127.0.0.1", port, [:binary, active: false])
     :ok = :gen_tcp.send(socket, request("POST", @json ++ sid(session), JSON.encode!(call)))
     {:ok, head} = :gen_tcp.recv(socket, 0, 30_000)
 
-    cancel = %{
-      "jsonrpc" => "2.0",
-      "method" => "notifications/cancelled",
-      "params" => %{"requestId" => "slow"}
-    }
+    cancel = notification("notifications/cancelled", %{"requestId" => "slow"})
 
     assert {202, _, nil} = post(port, cancel, sid(session))
 
@@ -320,6 +285,19 @@ defmodule ExBashkit.MCP.HTTPTest do
     # The next MCP session gets a reset sandbox.
     again = initialize!(port)
     assert %{"stdout" => "[]\n"} = bash(port, again, 2, "echo \"[$leftover]\"")
+  end
+
+  test "with :pool over its queue, initialize is an error and opens no session" do
+    {:ok, pool} = ExBashkit.Pool.start_link(name: nil, size: 1, max_queue: 0)
+    %{port: port, server: server} = start!(pool: pool)
+    initialize!(port)
+
+    assert {200, headers, %{"error" => %{"code" => -32603, "message" => message}}} =
+             post(port, initialize())
+
+    assert message =~ "capacity"
+    refute Map.has_key?(headers, "mcp-session-id")
+    eventually(fn -> MCP.session_count(server) == 1 end)
   end
 
   test "bad options raise at start" do

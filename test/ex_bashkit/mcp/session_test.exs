@@ -4,6 +4,8 @@ defmodule ExBashkit.MCP.SessionTest do
 
   alias ExBashkit.MCP.Session
 
+  import ExBashkit.Test.MCPMessages
+
   doctest ExBashkit.MCP.Protocol
   doctest ExBashkit.MCP.Tools
 
@@ -14,24 +16,21 @@ defmodule ExBashkit.MCP.SessionTest do
 
   defp ask(pid, message) do
     tag = make_ref()
-    Session.dispatch(pid, Map.put(message, "jsonrpc", "2.0"), {self(), tag})
+    cast(pid, tag, message)
     assert_receive {^tag, answer}, 30_000
     answer
   end
 
+  defp cast(pid, tag, message),
+    do: Session.dispatch(pid, Map.put(message, "jsonrpc", "2.0"), {self(), tag})
+
   defp initialize!(pid, version \\ "2025-06-18") do
-    {:reply, %{"result" => result}} =
-      ask(pid, %{"id" => 0, "method" => "initialize", "params" => %{"protocolVersion" => version}})
+    {:reply, %{"result" => result}} = ask(pid, initialize(version))
 
     result
   end
 
-  defp call(id, name, arguments),
-    do: %{
-      "id" => id,
-      "method" => "tools/call",
-      "params" => %{"name" => name, "arguments" => arguments}
-    }
+  defp call(id, name, arguments), do: tool_call(id, name, arguments)
 
   test "initialize negotiates the version and describes the sandbox" do
     pid = start!(session: [cwd: "/work"])
@@ -107,19 +106,9 @@ defmodule ExBashkit.MCP.SessionTest do
     initialize!(pid)
     tag = make_ref()
 
-    Session.dispatch(
-      pid,
-      Map.put(call(1, "bash", %{"commands" => "sleep 0.3; cd /tmp"}), "jsonrpc", "2.0"),
-      {self(), tag}
-    )
-
-    Session.dispatch(
-      pid,
-      Map.put(call(2, "write_file", %{"path" => "x.txt", "content" => "x"}), "jsonrpc", "2.0"),
-      {self(), tag}
-    )
-
-    Session.dispatch(pid, %{"jsonrpc" => "2.0", "id" => 3, "method" => "ping"}, {self(), tag})
+    cast(pid, tag, call(1, "bash", %{"commands" => "sleep 0.3; cd /tmp"}))
+    cast(pid, tag, call(2, "write_file", %{"path" => "x.txt", "content" => "x"}))
+    cast(pid, tag, %{"jsonrpc" => "2.0", "id" => 3, "method" => "ping"})
 
     assert_receive {^tag, {:reply, %{"id" => 3, "result" => %{}}}}, 30_000
     assert_receive {^tag, {:reply, %{"id" => 1}}}, 30_000
@@ -132,26 +121,12 @@ defmodule ExBashkit.MCP.SessionTest do
     pid = start!()
     initialize!(pid)
     tag = make_ref()
-    message = &Map.put(&1, "jsonrpc", "2.0")
 
-    Session.dispatch(
-      pid,
-      message.(call(1, "bash", %{"commands" => "mkdir /w; sleep 30; touch /w/one"})),
-      {self(), tag}
-    )
-
-    Session.dispatch(
-      pid,
-      message.(call(2, "bash", %{"commands" => "touch /w/two"})),
-      {self(), tag}
-    )
+    cast(pid, tag, call(1, "bash", %{"commands" => "mkdir /w; sleep 30; touch /w/one"}))
+    cast(pid, tag, call(2, "bash", %{"commands" => "touch /w/two"}))
 
     for id <- [2, 1] do
-      Session.dispatch(
-        pid,
-        message.(%{"method" => "notifications/cancelled", "params" => %{"requestId" => id}}),
-        {self(), tag}
-      )
+      cast(pid, tag, %{"method" => "notifications/cancelled", "params" => %{"requestId" => id}})
 
       assert_receive {^tag, :cancelled}, 30_000
     end
@@ -169,11 +144,7 @@ defmodule ExBashkit.MCP.SessionTest do
     initialize!(pid)
     tag = make_ref()
 
-    Session.dispatch(
-      pid,
-      Map.put(call(1, "bash", %{"commands" => "sleep 30; echo late > /late"}), "jsonrpc", "2.0"),
-      {self(), tag}
-    )
+    cast(pid, tag, call(1, "bash", %{"commands" => "sleep 30; echo late > /late"}))
 
     Session.abandon(pid, tag)
 

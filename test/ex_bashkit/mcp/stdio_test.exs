@@ -3,6 +3,8 @@ defmodule ExBashkit.MCP.StdioTest do
 
   alias ExBashkit.MCP.{JSON, Stdio}
 
+  import ExBashkit.Test.MCPMessages
+
   # Serve `lines` from a StringIO; the answers, decoded, in the order written.
   defp serve(lines, opts) do
     {:ok, input} = StringIO.open(Enum.map_join(lines, "", &(&1 <> "\n")))
@@ -18,11 +20,7 @@ defmodule ExBashkit.MCP.StdioTest do
 
   defp json(message), do: JSON.encode!(Map.put(message, "jsonrpc", "2.0"))
 
-  @initialize %{
-    "id" => 1,
-    "method" => "initialize",
-    "params" => %{"protocolVersion" => "2025-06-18"}
-  }
+  @initialize initialize()
 
   test "bad lines are parse errors; the connection goes on, and end of input waits for answers" do
     answers =
@@ -32,15 +30,8 @@ defmodule ExBashkit.MCP.StdioTest do
           String.duplicate("x", 300),
           "",
           json(@initialize),
-          json(%{"method" => "notifications/initialized"}),
-          json(%{
-            "id" => 2,
-            "method" => "tools/call",
-            "params" => %{
-              "name" => "bash",
-              "arguments" => %{"commands" => "sleep 0.2; echo done"}
-            }
-          })
+          json(notification("notifications/initialized")),
+          json(tool_call(2, "bash", %{"commands" => "sleep 0.2; echo done"}))
         ],
         max_message_bytes: 200
       )
@@ -48,7 +39,7 @@ defmodule ExBashkit.MCP.StdioTest do
     assert [
              %{"id" => nil, "error" => %{"code" => -32700, "message" => "invalid JSON" <> _}},
              %{"id" => nil, "error" => %{"code" => -32700, "message" => too_long}},
-             %{"id" => 1, "result" => %{"protocolVersion" => "2025-06-18"}},
+             %{"id" => 0, "result" => %{"protocolVersion" => "2025-06-18"}},
              %{"id" => 2, "result" => %{"structuredContent" => %{"stdout" => "done\n"}}}
            ] = answers
 
@@ -58,11 +49,7 @@ defmodule ExBashkit.MCP.StdioTest do
   test "serves a given session" do
     session = ExBashkit.Session.new(files: %{"/given.txt" => "given\n"})
 
-    call = %{
-      "id" => 2,
-      "method" => "tools/call",
-      "params" => %{"name" => "read_file", "arguments" => %{"path" => "/given.txt"}}
-    }
+    call = tool_call(2, "read_file", %{"path" => "/given.txt"})
 
     assert [_, %{"result" => %{"structuredContent" => %{"content" => "given\n"}}}] =
              serve([json(@initialize), json(call)], session: session)

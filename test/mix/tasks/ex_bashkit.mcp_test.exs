@@ -7,6 +7,8 @@ defmodule Mix.Tasks.ExBashkit.McpTest do
   alias ExBashkit.MCP.JSON
   alias ExBashkit.Test.HostDir
 
+  import ExBashkit.Test.MCPMessages, only: [initialize: 1, tool_call: 3]
+
   @moduletag timeout: 120_000
   @root File.cwd!()
 
@@ -25,18 +27,9 @@ defmodule Mix.Tasks.ExBashkit.McpTest do
     {out, File.read!(err), status}
   end
 
-  defp call(id, name, arguments),
-    do: %{
-      "id" => id,
-      "method" => "tools/call",
-      "params" => %{"name" => name, "arguments" => arguments}
-    }
+  defp call(id, name, arguments), do: tool_call(id, name, arguments)
 
-  @initialize %{
-    "id" => 0,
-    "method" => "initialize",
-    "params" => %{"protocolVersion" => "2025-11-25"}
-  }
+  @initialize initialize("2025-11-25")
 
   test "the shell task's flags: a host mount, the timeout; stdout is MCP messages only" do
     host = HostDir.create!(%{"readme.txt" => "from the host\n"})

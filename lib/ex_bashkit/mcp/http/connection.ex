@@ -306,7 +306,11 @@ defmodule ExBashkit.MCP.HTTP.Connection do
          do: send_data(state, Wire.last_chunk())
   end
 
-  defp answer(wait, state, response), do: send_json(state, 200, response, wait.headers)
+  # A failed initialize gives no session id.
+  defp answer(wait, state, response) do
+    headers = if Map.has_key?(response, "error"), do: [], else: wait.headers
+    send_json(state, 200, response, headers)
+  end
 
   defp gone(wait) do
     Session.abandon(wait.pid, wait.tag)

@@ -113,7 +113,7 @@ impl AbsentTransport {
     /// Whether `url`'s host is, or resolves to, a private address by
     /// `address::is_private` (which sees the IPv4 inside every
     /// IPv4-embedding IPv6 form). bashkit's own check still runs after.
-    async fn private_host(&self, url: &Url) -> bool {
+    async fn private_host(&self, url: &Url, timeout: Duration) -> bool {
         if !self.block_private_ips {
             return false;
         }
@@ -122,10 +122,12 @@ impl AbsentTransport {
             Some(url::Host::Ipv6(v6)) => address::is_private(v6.into()),
             Some(url::Host::Domain(name)) => {
                 let port = url.port_or_known_default().unwrap_or(80);
-                match tokio::net::lookup_host((name, port)).await {
-                    Ok(mut addrs) => addrs.any(|a| address::is_private(a.ip())),
-                    // A name that does not resolve fails in the client.
-                    Err(_) => false,
+                // Within the request's own deadline; a name that does not
+                // resolve (in time) fails in the client.
+                let lookup = tokio::net::lookup_host((name, port));
+                match tokio::time::timeout(timeout, lookup).await {
+                    Ok(Ok(mut addrs)) => addrs.any(|a| address::is_private(a.ip())),
+                    _ => false,
                 }
             }
             None => false,
@@ -203,7 +205,7 @@ impl HttpTransport for AbsentTransport {
         if !self.admits(url) {
             return self.absent(url);
         }
-        if self.private_host(&parsed).await {
+        if self.private_host(&parsed, request.timeout).await {
             return Err(unresolvable(url));
         }
         let headers = without_host(&request.headers);

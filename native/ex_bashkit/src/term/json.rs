@@ -97,9 +97,7 @@ fn key_text(term: Term) -> Result<String, String> {
 }
 
 fn utf8(term: Term) -> Result<String, String> {
-    let binary: Binary = term
-        .decode()
-        .map_err(|_| "unreadable binary".to_string())?;
+    let binary: Binary = term.decode().map_err(|_| "unreadable binary".to_string())?;
     std::str::from_utf8(binary.as_slice())
         .map(str::to_string)
         .map_err(|_| "a string is not valid UTF-8".to_string())
@@ -161,7 +159,9 @@ impl Serialize for Encodable<'_> {
                 for (key, value) in entries {
                     let key = key_text(key).map_err(S::Error::custom)?;
                     if key == "__struct__" {
-                        return Err(S::Error::custom("a struct is not JSON (convert it to a map)"));
+                        return Err(S::Error::custom(
+                            "a struct is not JSON (convert it to a map)",
+                        ));
                     }
                     map.serialize_entry(&key, &self.child(value))?;
                 }

@@ -11,18 +11,22 @@ use std::io::{self, Read};
 use bashkit::{HttpResponse, HttpTransportError};
 use flate2::read::{DeflateDecoder, GzDecoder};
 
-/// Why `response`, asked for compressed (`request_headers` carry an
-/// `Accept-Encoding`, as `--compressed` adds), cannot be inflated within
-/// `limit` bytes the way curl inflates it; `None` when it can, or when
-/// curl will not inflate it.
+/// The `Accept-Encoding` value curl's `--compressed` adds (after the
+/// script's own headers): the one sign in the request that curl will
+/// inflate the answer.
+const CURL_COMPRESSED: &str = "gzip, deflate";
+
+/// Why `response`, asked for by `curl --compressed`, cannot be inflated
+/// within `limit` bytes the way curl inflates it; `None` when it can, or
+/// when curl will not inflate it.
 pub fn refusal(
     request_headers: &[(String, String)],
     response: &HttpResponse,
     limit: usize,
 ) -> Option<HttpTransportError> {
-    let asked = request_headers
-        .iter()
-        .any(|(name, _)| name.eq_ignore_ascii_case("accept-encoding"));
+    let asked = request_headers.iter().any(|(name, value)| {
+        name.eq_ignore_ascii_case("accept-encoding") && value == CURL_COMPRESSED
+    });
     // Exactly the values curl's own decoder acts on.
     let encoding = response
         .headers
@@ -84,6 +88,8 @@ mod tests {
         ));
         assert!(refusal(&asked, &bomb, 2_000).is_none());
         assert!(refusal(&[], &bomb, 1_000).is_none());
+        let by_hand = [("Accept-Encoding".to_string(), "gzip".to_string())];
+        assert!(refusal(&by_hand, &bomb, 1_000).is_none());
         assert!(matches!(
             refusal(&asked, &response(b"not gzip".to_vec()), 1_000),
             Some(HttpTransportError::Transport(_))

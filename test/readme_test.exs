@@ -21,7 +21,7 @@ defmodule ExBashkit.ReadmeTest do
       ExBashkit.ReadmeBlocks.between(
         @readme,
         "## Agent policy: command allowlists, the 404 principle, soft delete",
-        "## Supervised sessions, pools and clusters"
+        "## Secrets stay outside"
       )
 
     assert [_] = blocks

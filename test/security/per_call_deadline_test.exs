@@ -13,7 +13,7 @@ defmodule ExBashkit.Security.PerCallDeadlineTest do
   # worker survived.
   use ExBashkit.Test.Case, async: true
 
-  alias ExBashkit.{Error, Result, Session}
+  alias ExBashkit.{Error, Session}
 
   for {what, script} <- [
         {"ts endless loop", "ts -c 'for(;;){}'"},
@@ -27,10 +27,8 @@ defmodule ExBashkit.Security.PerCallDeadlineTest do
       s = Session.new(typescript: true, sqlite: true, limits: [timeout_ms: 120_000])
       assert %{exit_code: 0} = run!(s, "export KEEP=kept")
 
-      case Session.exec(s, unquote(script), timeout_ms: 1_000) do
-        {:error, %Error{}} -> :ok
-        {:ok, %Result{exit_code: code}} -> assert code != 0
-      end
+      assert {:error, %Error{reason: :timeout}} =
+               Session.run(s, unquote(script), timeout_ms: 1_000)
 
       assert %{stdout: "kept\n"} = run!(s, "echo $KEEP")
     end

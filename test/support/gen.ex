@@ -443,6 +443,18 @@ defmodule ExBashkit.Test.Gen do
         T.oneof([T.list(T.tuple([const(:trash), T.any()])), T.any()])
       )
 
+  # A credential's prefix must be in :allow_net: often it is not, and new/1
+  # must refuse that with an ArgumentError.
+  defp option_value(:credentials, _),
+    do:
+      valid_or_not(
+        T.oneof([const([]), const([{"https://api.example.com/", bearer: "token"}])]),
+        T.any()
+      )
+
+  defp option_value(:egress, _),
+    do: valid_or_not(T.oneof([const(nil), const(fn _ -> :allow end)]), T.any())
+
   defp option_value(:isolation, _),
     do: valid_or_not(T.elements([:process, :in_node]), T.any())
 

@@ -19,8 +19,8 @@ use parking_lot::Mutex;
 use rustler::{Atom, Encoder, Env, Term};
 
 use crate::fs::changes::Changes;
-use crate::result::reason::{error_value, Reason};
 use crate::policy::egress::{records_value, RequestRecord};
+use crate::result::reason::{error_value, Reason};
 use crate::run::reply::Payload;
 use crate::run::watchdog::ExecTicket;
 use crate::term::value::Value;

@@ -170,12 +170,14 @@ impl DeadlineBound {
 #[bashkit::async_trait]
 impl bashkit::Builtin for DeadlineBound {
     async fn execute(&self, ctx: BuiltinContext<'_>) -> bashkit::Result<ExecResult> {
-        let left = self.nested.interrupt.as_ref().and_then(|i| i.remaining());
-        match left.filter(|left| *left < self.nested.limits.timeout) {
-            Some(left) => {
+        let interrupt = self.nested.interrupt.as_ref();
+        let left = interrupt.and_then(|i| Some((i, i.remaining()?)));
+        match left.filter(|(_, left)| *left < self.nested.limits.timeout) {
+            Some((interrupt, left)) => {
                 let mut bounded = (*self.nested).clone();
                 bounded.limits = bounded.limits.timeout(left);
-                bounded.run(&ctx, self.name, ctx.args).await
+                let answer = bounded.run(&ctx, self.name, ctx.args).await;
+                interrupt.or_timed_out(answer).await
             }
             None => self.nested.run(&ctx, self.name, ctx.args).await,
         }

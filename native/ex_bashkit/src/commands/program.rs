@@ -64,8 +64,15 @@ impl Builtin for Program {
                 ));
             }
         }
-        match self.interrupt.as_ref().and_then(|i| i.remaining()) {
-            Some(left) => (self.make)(left).execute(ctx).await,
+        match self
+            .interrupt
+            .as_ref()
+            .and_then(|i| Some((i, i.remaining()?)))
+        {
+            Some((interrupt, left)) => {
+                let answer = (self.make)(left).execute(ctx).await;
+                interrupt.or_timed_out(answer).await
+            }
             None => self.session_budget.execute(ctx).await,
         }
     }

@@ -64,6 +64,26 @@ impl Interrupt {
         )
     }
 
+    /// What a command run under a budget cut to the per-call deadline
+    /// answers: past that deadline the command stopped for it, so the exec
+    /// ends as timed out, as it would at any other command's boundary
+    /// (`Err(Cancelled)` once the watchdog has marked the call timed out
+    /// and raised this interrupt; it does so at the deadline). Before it,
+    /// the command's own answer.
+    pub async fn or_timed_out(
+        &self,
+        answer: bashkit::Result<bashkit::ExecResult>,
+    ) -> bashkit::Result<bashkit::ExecResult> {
+        let past = (*self.deadline.lock()).is_some_and(|d| Instant::now() >= d);
+        if !past {
+            return answer;
+        }
+        // The watchdog raises at the deadline; a bound keeps a missed raise
+        // from holding the exec.
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.wait()).await;
+        Err(bashkit::Error::Cancelled)
+    }
+
     /// Resolves once the interrupt is raised.
     pub async fn wait(&self) {
         loop {

@@ -59,7 +59,7 @@ defmodule ExBashkit.Backend do
   def new(config, :process, _inline?) do
     {config, image} = base_image(config)
 
-    with {:ok, name} <- WorkerPool.pick(),
+    with {:ok, name} <- WorkerPool.pick(config),
          {:ok, worker} <- whereis(name) do
       sid = System.unique_integer([:positive])
 
@@ -153,7 +153,7 @@ defmodule ExBashkit.Backend do
   end
 
   def exec_once(config, script, :process, meta) do
-    with {:ok, name} <- WorkerPool.pick(),
+    with {:ok, name} <- WorkerPool.pick(config),
          {:ok, worker} <- whereis(name) do
       ref = Process.monitor(worker)
       Worker.request(worker, ref, {:exec_once, config, script}, meta)
@@ -254,6 +254,42 @@ defmodule ExBashkit.Backend do
     else
       _ -> nil
     end
+  end
+
+  @doc false
+  # Where the session runs and how that OS process is confined
+  # (`ExBashkit.Session.info/1`).
+  @spec placement(location()) :: map()
+  def placement(:in_node) do
+    %{
+      isolation: :in_node,
+      os_pid: nil,
+      group: nil,
+      confinement: %{
+        seccomp: false,
+        landlock: false,
+        namespaces: [],
+        no_new_privs: false,
+        memory_limit: nil
+      }
+    }
+  end
+
+  def placement({:process, name, _sid}) do
+    confinement =
+      with {:ok, worker} <- whereis(name),
+           %{} = report <- Worker.call(worker, {:confinement}) do
+        Map.take(report, [:seccomp, :landlock, :namespaces, :no_new_privs, :memory_limit])
+      else
+        _ -> placement(:in_node).confinement
+      end
+
+    %{
+      isolation: :process,
+      os_pid: Process.whereis(name) && Worker.os_pid(name),
+      group: nil,
+      confinement: confinement
+    }
   end
 
   defp not_a_session!(stacktrace) do

@@ -26,6 +26,7 @@
 //! {:live_sessions, id}            {:running_scripts, id}
 //! {:callback_reply, call_id, answer}
 //! {:output_so_far, id, sid | nil, exec_id}
+//! {:confinement, id}
 //! ```
 //!
 //! `output_so_far` answers, from the reading thread: `{stdout, stderr}`,
@@ -48,13 +49,20 @@
 //! `snapshot`, `restore`: `session/lifecycle.rs`), whose `call` is `%{timeout_ms:
 //! ms | nil}`.
 //!
+//! `{:confinement, id}` answers the layers this process holds
+//! (`worker/confine.rs`: `%{seccomp: bool, landlock: bool, namespaces:
+//! [atom], ...}`). Lines the worker writes to stderr reach the VM as
+//! `{:ex_bashkit_log, 0, line}`.
+//!
 //! # Confinement
-//! Before it reads a frame the worker clears its environment, moves to `/`,
-//! asks for SIGKILL when its parent dies, sets `no_new_privs`, lowers its
-//! scheduling priority below the VM's, offers itself first to the OOM killer
-//! and applies the address-space and CPU-time limits it was started with
-//! (`--max-memory`, `--max-cpu-seconds`).
+//! Before it reads a frame the worker confines itself (`worker/confine.rs`):
+//! an empty environment, no inherited descriptors, its own user, mount and
+//! (unless started with `--network`) network namespaces, no capabilities,
+//! not dumpable, no core dumps, `no_new_privs`, a Landlock domain and a
+//! seccomp-bpf allowlist, under the address-space and CPU-time limits it was
+//! started with (`--max-memory`, `--max-cpu-seconds`).
 
+pub(crate) mod confine;
 pub(crate) mod frame_input;
 pub(crate) mod remote;
 
@@ -87,22 +95,55 @@ type Sessions = Arc<Mutex<IdMap<Arc<Session>>>>;
 static ONE_SHOTS: std::sync::LazyLock<Mutex<IdMap<std::sync::Weak<ExecTicket>>>> =
     std::sync::LazyLock::new(|| Mutex::new(IdMap::default()));
 
-/// Limits the worker applies to itself, from its command line.
+/// What the worker was started with, from its command line.
 #[derive(Debug, Default)]
 struct Settings {
-    max_memory: Option<u64>,
-    max_cpu_seconds: Option<u64>,
+    confine: confine::Request,
     runtime: RuntimeConfig,
+    /// `--self-test`: make the attempts of `confine/self_test.rs` and exit.
+    self_test: Option<confine::self_test::Targets>,
+}
+
+fn targets(
+    self_test: &mut Option<confine::self_test::Targets>,
+) -> &mut confine::self_test::Targets {
+    self_test.get_or_insert_with(Default::default)
 }
 
 fn parse_args(args: impl Iterator<Item = String>) -> Settings {
     let mut settings = Settings::default();
     let mut args = args.peekable();
     while let Some(flag) = args.next() {
-        let value = args.next().and_then(|v| v.parse::<u64>().ok());
+        // Flags without a value.
+        match flag.as_str() {
+            "--network" => {
+                settings.confine.network = true;
+                continue;
+            }
+            "--require-confinement" => {
+                settings.confine.require = true;
+                continue;
+            }
+            "--self-test" => {
+                settings.self_test.get_or_insert_with(Default::default);
+                continue;
+            }
+            _ => {}
+        }
+        let Some(text) = args.next() else { break };
+        let value = text.parse::<u64>().ok();
         match (flag.as_str(), value) {
-            ("--max-memory", Some(v)) if v > 0 => settings.max_memory = Some(v),
-            ("--max-cpu-seconds", Some(v)) if v > 0 => settings.max_cpu_seconds = Some(v),
+            ("--without", _) => settings.confine.without.push(text),
+            ("--probe-file", _) => targets(&mut settings.self_test).host_file = text,
+            ("--probe-dir", _) => targets(&mut settings.self_test).host_dir = text,
+            ("--read-mount", _) => targets(&mut settings.self_test).read_mount = text,
+            ("--write-mount", _) => targets(&mut settings.self_test).write_mount = text,
+            ("--loopback-port", Some(v)) => {
+                targets(&mut settings.self_test).loopback_port = v as u16
+            }
+            ("--ptrace-pid", Some(v)) => targets(&mut settings.self_test).ptrace_pid = v as i32,
+            ("--max-memory", Some(v)) if v > 0 => settings.confine.max_memory = Some(v),
+            ("--max-cpu-seconds", Some(v)) if v > 0 => settings.confine.max_cpu_seconds = Some(v),
             ("--stack-size", Some(v)) if v >= 1 << 20 => {
                 settings.runtime.stack_size = usize::try_from(v).unwrap_or(usize::MAX)
             }
@@ -131,11 +172,17 @@ fn unbuffered_stdout() -> Box<dyn io::Write + Send> {
 pub fn main() -> i32 {
     runtime::set_worker_process();
     let settings = parse_args(std::env::args().skip(1));
-    confine(&settings);
+    let stderr = confine::apply(&settings.confine);
+    let frames = FrameWriter::new(unbuffered_stdout());
+    if let Some(targets) = &settings.self_test {
+        return confine::self_test::run(targets, &frames);
+    }
+    if let Some(read_end) = stderr {
+        forward_stderr(read_end, Arc::clone(&frames));
+    }
     runtime::configure(settings.runtime);
     crate::run::guard::install_panic_hook();
 
-    let frames = FrameWriter::new(unbuffered_stdout());
     let sessions: Sessions = Arc::new(Mutex::new(IdMap::default()));
     let mut stdin = io::BufReader::new(FrameInput::stdin());
     loop {
@@ -156,6 +203,33 @@ pub fn main() -> i32 {
                 eprintln!("ex_bashkit_worker: reading stdin: {error}");
                 return 74;
             }
+        }
+    }
+}
+
+/// Send each line written to fd 2 (a pipe since `confine::apply`) to the
+/// VM as `{:ex_bashkit_log, 0, line}`, where `ExBashkit.Worker` logs it.
+fn forward_stderr(read_end: std::os::fd::OwnedFd, frames: Arc<FrameWriter>) {
+    use std::io::BufRead;
+    let spawned = std::thread::Builder::new()
+        .name("stderr".into())
+        .spawn(move || {
+            let lines = io::BufReader::new(std::fs::File::from(read_end)).split(b'\n');
+            for line in lines.map_while(Result::ok) {
+                let frame = Value::tuple([
+                    Value::atom("ex_bashkit_log"),
+                    Value::Int(0),
+                    Value::Binary(line),
+                ]);
+                frames.write(&etf::encode(&frame));
+            }
+        });
+    if spawned.is_err() {
+        // Nobody reads the pipe: writes to it would block once it is full.
+        // SAFETY: fd 2 is ours; /dev/null cannot be opened any more, so
+        // closing is what is left.
+        unsafe {
+            libc::close(2);
         }
     }
 }
@@ -277,6 +351,15 @@ fn dispatch(
     sessions: &Sessions,
     frames: &Arc<FrameWriter>,
 ) -> Result<(), String> {
+    if tag == "confinement" {
+        answer(id, frames, confine::report().to_value());
+        return Ok(());
+    }
+    if tag == "new" || tag == "exec_once" {
+        if let Some(refusal) = confine::refusal() {
+            return Err(refusal);
+        }
+    }
     if tag == "new" {
         let sid: u64 = arg(items, 2)?;
         let decoded = crate::config::cache::decode_value(items.get(3).ok_or("missing config")?)?;
@@ -432,80 +515,6 @@ fn op(
     Ok(Op::new(session, name, id, call, None))
 }
 
-/// Apply the worker's OS-level confinement (see the module doc). Each step
-/// is best effort: a platform without it still runs, only less confined.
-fn confine(settings: &Settings) {
-    let vars: Vec<_> = std::env::vars_os().map(|(k, _)| k).collect();
-    for key in vars {
-        std::env::remove_var(key);
-    }
-    let _ = std::env::set_current_dir("/");
-    os::confine(settings.max_memory, settings.max_cpu_seconds);
-}
-
-#[cfg(target_os = "linux")]
-mod os {
-    /// Parent death → SIGKILL, no_new_privs, nice 10, rlimits.
-    pub fn confine(max_memory: Option<u64>, max_cpu_seconds: Option<u64>) {
-        // SAFETY: plain syscalls on this process with constant arguments.
-        unsafe {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-            libc::setpriority(libc::PRIO_PROCESS, 0, 10);
-        }
-        if let Some(bytes) = max_memory {
-            set_limit(libc::RLIMIT_AS, bytes);
-        }
-        // When the machine runs out of memory, the kernel should end a
-        // worker, never the VM.
-        let _ = std::fs::write("/proc/self/oom_score_adj", "1000");
-        if let Some(seconds) = max_cpu_seconds {
-            set_limit(libc::RLIMIT_CPU, seconds);
-        }
-    }
-
-    fn set_limit(resource: libc::__rlimit_resource_t, value: u64) {
-        let limit = libc::rlimit {
-            rlim_cur: value,
-            rlim_max: value,
-        };
-        // SAFETY: `limit` is a valid rlimit for the duration of the call.
-        unsafe {
-            libc::setrlimit(resource, &limit);
-        }
-    }
-}
-
-#[cfg(all(unix, not(target_os = "linux")))]
-mod os {
-    pub fn confine(max_memory: Option<u64>, max_cpu_seconds: Option<u64>) {
-        // SAFETY: plain syscalls on this process with constant arguments.
-        unsafe {
-            libc::setpriority(libc::PRIO_PROCESS, 0, 10);
-        }
-        for (resource, value) in [
-            (libc::RLIMIT_AS, max_memory),
-            (libc::RLIMIT_CPU, max_cpu_seconds),
-        ] {
-            if let Some(value) = value {
-                let limit = libc::rlimit {
-                    rlim_cur: value as libc::rlim_t,
-                    rlim_max: value as libc::rlim_t,
-                };
-                // SAFETY: `limit` is valid for the duration of the call.
-                unsafe {
-                    libc::setrlimit(resource, &limit);
-                }
-            }
-        }
-    }
-}
-
-#[cfg(not(unix))]
-mod os {
-    pub fn confine(_max_memory: Option<u64>, _max_cpu_seconds: Option<u64>) {}
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -523,7 +532,7 @@ mod tests {
     fn settings_ignore_what_they_do_not_know() {
         let args = ["--max-memory", "1024", "--bogus", "x", "--stack-size", "10"];
         let settings = parse_args(args.iter().map(|s| s.to_string()));
-        assert_eq!(settings.max_memory, Some(1024));
+        assert_eq!(settings.confine.max_memory, Some(1024));
         assert_ne!(settings.runtime.stack_size, 10);
     }
 }

@@ -360,9 +360,7 @@ pub fn build_bash_on(
             builder = builder.builtin(name, Box::new(builtin));
         }
     }
-    if !crate::run::runtime::in_worker() {
-        builder = builder.before_tool(Box::new(crate::policy::bombs::refuse));
-    }
+    builder = builder.before_tool(Box::new(crate::policy::bombs::refuse));
     builder = crate::commands::python::register(builder, config, &permits);
     builder = crate::commands::tools::register(builder, config, &permits)?;
     let mut bash = builder.build();

@@ -98,9 +98,7 @@ impl Nested {
         for (key, value) in ctx.env {
             builder = builder.env(key, value);
         }
-        if !crate::run::runtime::in_worker() {
-            builder = builder.before_tool(Box::new(crate::policy::bombs::refuse));
-        }
+        builder = builder.before_tool(Box::new(crate::policy::bombs::refuse));
         builder.build()
     }
 

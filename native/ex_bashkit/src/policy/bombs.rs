@@ -1,10 +1,10 @@
 //! Known bombs in bashkit 0.20.2's bundled commands, refused before they
-//! run when scripts run in the node (`isolation: :in_node`).
+//! run, in the node and in worker processes alike.
 //!
-//! In a worker process these bugs only cost that worker (see `worker.rs`);
-//! in the node a stack overflow or an unbounded allocation would take the VM
+//! In the node a stack overflow or an unbounded allocation would take the VM
 //! down, and a loop that never reaches a command boundary would ignore
-//! every timeout. Where an argument alone tells that a command will blow
+//! every timeout; in a worker process it would cost the worker and every
+//! session on it (`worker.rs`): refused, it costs the script its exec. Where an argument alone tells that a command will blow
 //! up, a `before_tool` hook cancels it ("NAME: cancelled by before_tool
 //! hook", exit 1) at no cost to well-formed uses:
 //!
@@ -15,9 +15,8 @@
 //! - `jq` / `yq` filters nested deeper than 256 brackets: the parser
 //!   recurses per level and overflows the stack.
 //!
-//! Each is reproduced, unrefused, in worker mode by
-//! `test/reliability/blast_radius_test.exs` (bashkit 0.20.2), ready for the
-//! release that fixes it.
+//! `test/security/bombs_in_node_test.exs` checks each is refused in both
+//! modes.
 
 use bashkit::hooks::{HookAction, ToolEvent};
 

@@ -416,7 +416,7 @@ defmodule ExBashkit.Session do
     parsed = if opts == [], do: Options.parse_default!(), else: Options.parse!(opts)
     native = parsed.native
 
-    case Backend.new(native, parsed.isolation, Options.inline?(native)) do
+    case Backend.new(native, parsed.isolation, Options.inline?(native), Map.get(parsed, :group)) do
       {:ok, resource, location} ->
         %__MODULE__{
           resource: resource,
@@ -625,8 +625,8 @@ defmodule ExBashkit.Session do
     * `:isolation` - `:process` (a worker OS process) or `:in_node`;
     * `:os_pid` - the worker's OS pid (nil in the node, or before its
       process has started);
-    * `:group` - the session's group (always nil for now: sessions are
-      spread over the pool's workers);
+    * `:group` - the session's `:group` (nil without one: the session has a
+      process of its own, or shares the pool's workers, see `new/1`);
     * `:confinement` - the layers that process holds (see
       `ExBashkit.Worker`, "Confinement"): `:seccomp`, `:landlock` and
       `:no_new_privs` booleans, `:namespaces` (a list of `:user`,

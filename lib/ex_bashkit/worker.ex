@@ -215,7 +215,9 @@ defmodule ExBashkit.Worker do
        overdue: %{},
        # ids past their deadline waiting for their output so far: id => why
        answering: %{},
-       grace_ms: Keyword.get(opts, :grace_ms, 2_000)
+       grace_ms: Keyword.get(opts, :grace_ms, 2_000),
+       # a group's own worker stops with its last session
+       stop_when_idle: Keyword.get(opts, :stop_when_idle, false)
      }
      |> Map.merge(settings(opts))}
   end
@@ -240,7 +242,10 @@ defmodule ExBashkit.Worker do
     }
 
     state = if(state.port, do: send_frame(state, {:drop, sid}), else: state)
-    {:noreply, prune_images(state)}
+
+    if state.stop_when_idle and state.sessions == %{},
+      do: {:stop, :normal, state},
+      else: {:noreply, prune_images(state)}
   end
 
   def handle_info({port, {:data, frame}}, %{port: port} = state) do

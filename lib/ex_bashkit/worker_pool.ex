@@ -25,7 +25,21 @@ defmodule ExBashkit.WorkerPool do
       (default `false`: a missing layer is only reported, by
       `ExBashkit.Session.info/1`).
 
-  There are two families of workers, `:worker_pool_size` each, and each
+    * `:max_worker_processes` - how many worker processes of their own
+      sessions may hold at once (those of a `:group`, or of a session with
+      `limits: [max_memory_bytes: n]`; default 1 000). A session past it is
+      refused: `ExBashkit.Session.new/1` raises `ArgumentError` saying
+      `max_worker_processes` was reached. It never gets a seat beside
+      another group.
+
+  Sessions given a `:group` (see `ExBashkit.Session.new/1`) live on a
+  worker process of that group's own, started on the first such session
+  and stopped with its last; so does a session given
+  `limits: [max_memory_bytes: n]` without a group, alone (its process is
+  capped at `n`; a group's at its first session's `n`, default 512 MiB).
+  A crash there costs that group only.
+
+  There are two families of shared workers, `:worker_pool_size` each, and each
   starts its OS process on first use: sessions granted network
   (`:allow_net`) live on workers that keep the VM's network namespace; all
   other sessions, and one-shot `ExBashkit.exec/2` scripts, live on workers
@@ -35,6 +49,15 @@ defmodule ExBashkit.WorkerPool do
   use Supervisor
 
   alias ExBashkit.Worker
+
+  @registry ExBashkit.WorkerRegistry
+  @own ExBashkit.OwnWorkers
+  # The heap of a group's process when its first session gives no
+  # `max_memory_bytes`: room for a session at its default filesystem quota
+  # (100 MB of files, held once more while a snapshot is taken) and the
+  # interpreter's working set, with headroom; a memory bomb (the jq crasher
+  # of issue 67 reached 2.75 GB) is cut off at a fifth of that.
+  @group_max_memory 512 * 1024 * 1024
 
   @doc false
   @spec start_link(keyword()) :: Supervisor.on_start()
@@ -48,12 +71,18 @@ defmodule ExBashkit.WorkerPool do
     :persistent_term.put({__MODULE__, :size}, size)
     :persistent_term.put({__MODULE__, :next}, :atomics.new(1, []))
 
-    children =
+    shared =
       for family <- [:offline, :network], i <- 1..size do
         {Worker, [name: name(family, i), network: family == :network] ++ worker_opts}
       end
 
-    Supervisor.init(children, strategy: :one_for_one)
+    own = [
+      {Registry, keys: :unique, name: @registry},
+      {DynamicSupervisor,
+       name: @own, strategy: :one_for_one, max_children: max_worker_processes()}
+    ]
+
+    Supervisor.init(own ++ shared, strategy: :one_for_one)
   end
 
   @doc false
@@ -68,6 +97,72 @@ defmodule ExBashkit.WorkerPool do
       require_confinement: Application.get_env(:ex_bashkit, :require_confinement, false)
     ]
   end
+
+  @doc false
+  # The worker a new session of `group` (nil: none) with native
+  # configuration `config` lives on: a process of the group's own, or of its
+  # own when it has a `max_memory_bytes` limit, else a shared one
+  # (`pick/1`).
+  @spec place(map(), term()) :: {:ok, GenServer.name()} | {:error, String.t()}
+  def place(config, group) do
+    memory = get_in(config, [:limits, :max_memory_bytes])
+
+    cond do
+      group == nil and memory == nil -> pick(config)
+      group == nil -> own_worker({family(config), {:own, make_ref()}, memory})
+      true -> own_worker({family(config), {:group, group}, memory})
+    end
+  end
+
+  defp own_worker({family, _owner, memory} = key) do
+    if Process.whereis(@own) == nil, do: Application.ensure_all_started(:ex_bashkit)
+    name = {:via, Registry, {@registry, key}}
+
+    opts =
+      Keyword.merge(worker_options(),
+        name: name,
+        network: family == :network,
+        max_memory: memory || @group_max_memory,
+        stop_when_idle: true
+      )
+
+    case GenServer.whereis(name) do
+      pid when is_pid(pid) ->
+        {:ok, name}
+
+      nil ->
+        case DynamicSupervisor.start_child(
+               @own,
+               Supervisor.child_spec({Worker, opts}, restart: :transient)
+             ) do
+          {:ok, _pid} ->
+            {:ok, name}
+
+          {:error, {:already_started, _pid}} ->
+            {:ok, name}
+
+          {:error, :max_children} ->
+            {:error,
+             "max_worker_processes (#{max_worker_processes()}) reached: no worker process " <>
+               "for another group; raise config :ex_bashkit, :max_worker_processes, or " <>
+               "end sessions of other groups"}
+
+          {:error, reason} ->
+            {:error, "cannot start a worker process: #{inspect(reason)}"}
+        end
+    end
+  end
+
+  @doc false
+  # The `:group` of the session at `location` (nil without one).
+  @spec group(ExBashkit.Backend.location()) :: term()
+  def group({:process, {:via, Registry, {@registry, {_family, {:group, group}, _}}}, _sid}),
+    do: group
+
+  def group(_location), do: nil
+
+  defp max_worker_processes,
+    do: Application.get_env(:ex_bashkit, :max_worker_processes, 1_000)
 
   @doc """
   The worker a new session with native configuration `config` should live
@@ -94,11 +189,18 @@ defmodule ExBashkit.WorkerPool do
     end
   end
 
-  @doc "The registered names of the pool's workers."
-  @spec workers() :: [atom()]
+  @doc "The registered names of the pool's shared workers, and the pids of the groups' own."
+  @spec workers() :: [atom() | pid()]
   def workers do
     size = :persistent_term.get({__MODULE__, :size}, 0)
-    for family <- [:offline, :network], i <- 1..size//1, do: name(family, i)
+    shared = for family <- [:offline, :network], i <- 1..size//1, do: name(family, i)
+
+    own =
+      if Process.whereis(@own),
+        do: for({_, pid, _, _} <- DynamicSupervisor.which_children(@own), is_pid(pid), do: pid),
+        else: []
+
+    shared ++ own
   end
 
   # Network is a grant of the process, not only of the interpreter: only

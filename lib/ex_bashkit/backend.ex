@@ -164,7 +164,7 @@ defmodule ExBashkit.Backend do
   end
 
   def exec_once(config, script, :process, meta) do
-    with {:ok, name} <- WorkerPool.pick(config),
+    with {:ok, name} <- WorkerPool.pick_once(),
          {:ok, worker} <- whereis(name) do
       ref = Process.monitor(worker)
       Worker.request(worker, ref, {:exec_once, config, script}, meta)

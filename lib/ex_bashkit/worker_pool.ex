@@ -39,17 +39,21 @@ defmodule ExBashkit.WorkerPool do
   capped at `n`; a group's at its first session's `n`, default 512 MiB).
   A crash there costs that group only.
 
-  There are two families of shared workers, `:worker_pool_size` each, and each
-  starts its OS process on first use: sessions granted network
+  There are three families of shared workers, `:worker_pool_size` each,
+  and each starts its OS process on first use: sessions granted network
   (`:allow_net`) live on workers that keep the VM's network namespace; all
-  other sessions, and one-shot `ExBashkit.exec/2` scripts, live on workers
-  in a network namespace of their own, which reaches nothing.
+  other sessions live on workers in a network namespace of their own, which
+  reaches nothing; one-shot `ExBashkit.exec/2` scripts run on workers of
+  their own (no network either), which hold no session: a crash there costs
+  the other one-shots in flight on that process, and no session anything.
   """
 
   use Supervisor
 
   alias ExBashkit.Worker
 
+  # Shared workers: sessions without network, sessions with, one-shots.
+  @families [:offline, :network, :once]
   @registry ExBashkit.WorkerRegistry
   @own ExBashkit.OwnWorkers
   # The heap of a group's process when its first session gives no
@@ -72,7 +76,7 @@ defmodule ExBashkit.WorkerPool do
     :persistent_term.put({__MODULE__, :next}, :atomics.new(1, []))
 
     shared =
-      for family <- [:offline, :network], i <- 1..size do
+      for family <- @families, i <- 1..size do
         {Worker, [name: name(family, i), network: family == :network] ++ worker_opts}
       end
 
@@ -127,30 +131,30 @@ defmodule ExBashkit.WorkerPool do
       )
 
     case GenServer.whereis(name) do
-      pid when is_pid(pid) ->
-        {:ok, name}
-
-      nil ->
-        case DynamicSupervisor.start_child(
-               @own,
-               Supervisor.child_spec({Worker, opts}, restart: :transient)
-             ) do
-          {:ok, _pid} ->
-            {:ok, name}
-
-          {:error, {:already_started, _pid}} ->
-            {:ok, name}
-
-          {:error, :max_children} ->
-            {:error,
-             "max_worker_processes (#{max_worker_processes()}) reached: no worker process " <>
-               "for another group; raise config :ex_bashkit, :max_worker_processes, or " <>
-               "end sessions of other groups"}
-
-          {:error, reason} ->
-            {:error, "cannot start a worker process: #{inspect(reason)}"}
-        end
+      pid when is_pid(pid) -> {:ok, name}
+      nil -> start_own(Supervisor.child_spec({Worker, opts}, restart: :transient), name)
     end
+  end
+
+  # `:max_children` holds the bound given at start exactly; the count
+  # checked first holds a bound lowered since (the config is read now).
+  defp start_own(spec, name) do
+    if DynamicSupervisor.count_children(@own).active >= max_worker_processes() do
+      {:error, max_reached()}
+    else
+      case DynamicSupervisor.start_child(@own, spec) do
+        {:ok, _pid} -> {:ok, name}
+        {:error, {:already_started, _pid}} -> {:ok, name}
+        {:error, :max_children} -> {:error, max_reached()}
+        {:error, reason} -> {:error, "cannot start a worker process: #{inspect(reason)}"}
+      end
+    end
+  end
+
+  defp max_reached do
+    "max_worker_processes (#{max_worker_processes()}) reached: no worker process for " <>
+      "another group; raise config :ex_bashkit, :max_worker_processes, or end sessions " <>
+      "of other groups"
   end
 
   @doc false
@@ -171,7 +175,16 @@ defmodule ExBashkit.WorkerPool do
   pool) is not running.
   """
   @spec pick(map()) :: {:ok, atom()} | {:error, String.t()}
-  def pick(config) do
+  def pick(config), do: pick_in(family(config))
+
+  @doc """
+  The worker a one-shot `ExBashkit.exec/2` script runs on: the next of the
+  one-shot family, whose processes hold no session. Answers as `pick/1`.
+  """
+  @spec pick_once() :: {:ok, atom()} | {:error, String.t()}
+  def pick_once, do: pick_in(:once)
+
+  defp pick_in(family) do
     # Code loaded without its application (a bare `-pa` VM, a peer node)
     # still gets workers: start the application on first use.
     if :persistent_term.get({__MODULE__, :size}, nil) == nil,
@@ -181,7 +194,7 @@ defmodule ExBashkit.WorkerPool do
 
     if is_integer(size) do
       i = rem(:atomics.add_get(:persistent_term.get({__MODULE__, :next}), 1, 1), size) + 1
-      {:ok, name(family(config), i)}
+      {:ok, name(family, i)}
     else
       {:error,
        "no worker process: the :ex_bashkit application is not started " <>
@@ -193,7 +206,7 @@ defmodule ExBashkit.WorkerPool do
   @spec workers() :: [atom() | pid()]
   def workers do
     size = :persistent_term.get({__MODULE__, :size}, 0)
-    shared = for family <- [:offline, :network], i <- 1..size//1, do: name(family, i)
+    shared = for family <- @families, i <- 1..size//1, do: name(family, i)
 
     own =
       if Process.whereis(@own),
@@ -211,4 +224,5 @@ defmodule ExBashkit.WorkerPool do
 
   defp name(:offline, i), do: :"Elixir.ExBashkit.Worker.#{i}"
   defp name(:network, i), do: :"Elixir.ExBashkit.Worker.Network.#{i}"
+  defp name(:once, i), do: :"Elixir.ExBashkit.Worker.Once.#{i}"
 end

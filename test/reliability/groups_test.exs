@@ -54,9 +54,11 @@ defmodule ExBashkit.Reliability.GroupsTest do
     other = Session.new(group: :another_group)
     plain = Session.new()
 
-    assert os_pid(a) == os_pid(b)
-    refute os_pid(other) == os_pid(a)
-    refute os_pid(plain) in [os_pid(a), os_pid(other)]
+    [pid_a, pid_b, pid_other, pid_plain] = Enum.map([a, b, other, plain], &os_pid/1)
+    assert Enum.all?([pid_a, pid_other, pid_plain], &is_integer/1)
+    assert pid_a == pid_b
+    refute pid_other == pid_a
+    refute pid_plain in [pid_a, pid_other], inspect({pid_plain, pid_a, pid_other})
     assert Session.info(a).group == :shared_group
     assert Session.info(plain).group == nil
   end
@@ -86,5 +88,24 @@ defmodule ExBashkit.Reliability.GroupsTest do
     _ = session
     :erlang.garbage_collect()
     assert_receive {:DOWN, ^ref, :process, _, :normal}, 5_000
+  end
+
+  test "one-shot scripts run on processes that hold no session" do
+    session = Session.new()
+    assert {:ok, %Result{stdout: "once\n"}} = ExBashkit.exec("echo once")
+
+    once =
+      for name <- ExBashkit.WorkerPool.workers(),
+          is_atom(name),
+          String.contains?(Atom.to_string(name), ".Once."),
+          Worker.os_pid(name) != nil,
+          do: name
+
+    assert once != []
+
+    for name <- once do
+      refute Worker.os_pid(name) == os_pid(session)
+      assert Worker.call(Process.whereis(name), {:live_sessions}) == 0
+    end
   end
 end

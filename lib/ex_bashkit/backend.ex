@@ -44,9 +44,11 @@ defmodule ExBashkit.Backend do
   # Build a session from the validated native configuration. Returns the
   # handle the `%Session{}` keeps (its identity and, through GC, its life)
   # and its location.
-  @spec new(map(), :in_node | :process, boolean()) ::
+  @spec new(map(), :in_node | :process, boolean(), term()) ::
           {:ok, reference(), location()} | {:error, String.t()}
-  def new(config, :in_node, inline?) do
+  def new(config, isolation, inline?, group \\ nil)
+
+  def new(config, :in_node, inline?, _group) do
     {config, image} = base_image(ExBashkit.Session.Credentials.unseal(config))
     result = if inline?, do: Native.session_new_inline(config), else: Native.session_new(config)
     # The image must outlive the build, which finds it by id: this use
@@ -56,16 +58,25 @@ defmodule ExBashkit.Backend do
     with {:ok, resource} <- result, do: {:ok, resource, :in_node}
   end
 
-  def new(config, :process, _inline?) do
+  def new(config, :process, _inline?, group) do
     {config, image} = base_image(config)
+    build_in_worker(config, image, group, 2)
+  end
 
-    with {:ok, name} <- WorkerPool.pick(),
+  defp build_in_worker(config, image, group, tries) do
+    with {:ok, name} <- WorkerPool.place(config, group),
          {:ok, worker} <- whereis(name) do
       sid = System.unique_integer([:positive])
 
       case Worker.call(worker, {:new, sid, config}, image_meta(image)) do
         :ok ->
           {:ok, Native.remote_session(worker, sid), {:process, name, sid}}
+
+        # A group's worker that stopped, its last session gone, just as
+        # this one was placed on it: a new one starts.
+        {:error, "worker process exited: " <> why}
+        when why in [":normal", ":noproc"] and tries > 1 ->
+          build_in_worker(config, image, group, tries - 1)
 
         {:error, _} = error ->
           # The worker keeps nothing of a session that failed to build.
@@ -91,7 +102,7 @@ defmodule ExBashkit.Backend do
   # A session names its worker by its registered name, so that it reaches
   # the restarted owner process if the old one ever died.
   defp whereis(name) do
-    case Process.whereis(name) do
+    case GenServer.whereis(name) do
       pid when is_pid(pid) -> {:ok, pid}
       nil -> {:error, "worker process #{inspect(name)} is not running"}
     end
@@ -153,7 +164,7 @@ defmodule ExBashkit.Backend do
   end
 
   def exec_once(config, script, :process, meta) do
-    with {:ok, name} <- WorkerPool.pick(),
+    with {:ok, name} <- WorkerPool.pick_once(),
          {:ok, worker} <- whereis(name) do
       ref = Process.monitor(worker)
       Worker.request(worker, ref, {:exec_once, config, script}, meta)
@@ -256,6 +267,42 @@ defmodule ExBashkit.Backend do
     end
   end
 
+  @doc false
+  # Where the session runs and how that OS process is confined
+  # (`ExBashkit.Session.info/1`).
+  @spec placement(location()) :: map()
+  def placement(:in_node) do
+    %{
+      isolation: :in_node,
+      os_pid: nil,
+      group: nil,
+      confinement: %{
+        seccomp: false,
+        landlock: false,
+        namespaces: [],
+        no_new_privs: false,
+        memory_limit: nil
+      }
+    }
+  end
+
+  def placement({:process, name, _sid} = location) do
+    confinement =
+      with {:ok, worker} <- whereis(name),
+           %{} = report <- Worker.call(worker, {:confinement}) do
+        Map.take(report, [:seccomp, :landlock, :namespaces, :no_new_privs, :memory_limit])
+      else
+        _ -> placement(:in_node).confinement
+      end
+
+    %{
+      isolation: :process,
+      os_pid: GenServer.whereis(name) && Worker.os_pid(name),
+      group: WorkerPool.group(location),
+      confinement: confinement
+    }
+  end
+
   defp not_a_session!(stacktrace) do
     reraise ArgumentError,
             "not a session of this node: it belongs to another node (a term decoded " <>
@@ -274,7 +321,7 @@ defmodule ExBashkit.Backend do
   def running_scripts, do: Native.running_scripts() + sum_over_workers({:running_scripts})
 
   defp sum_over_workers(request) do
-    for name <- WorkerPool.workers(), pid = Process.whereis(name), is_pid(pid), reduce: 0 do
+    for name <- WorkerPool.workers(), pid = GenServer.whereis(name), is_pid(pid), reduce: 0 do
       sum ->
         case Worker.call(pid, request) do
           n when is_integer(n) -> sum + n

@@ -148,7 +148,7 @@ defmodule ExBashkit.Image do
   # the worker laid out within the filesystem limits).
   defp canonical_where_isolated(%{rootfs: tar} = spec) when is_binary(tar) do
     if Options.default_isolation() == :process do
-      with {:ok, name} <- ExBashkit.WorkerPool.pick(),
+      with {:ok, name} <- ExBashkit.WorkerPool.pick_once(),
            pid when is_pid(pid) <- Process.whereis(name) || {:error, "no worker process"},
            {:ok, canonical} <-
              ExBashkit.Worker.call(pid, {:canonical_tar, Map.put(spec, :canonical, false)}) do

@@ -90,7 +90,9 @@ defmodule ExBashkit.Pool do
     * `:max_queue` - how many callers may wait for a slot (default
       `config :ex_bashkit, :pool_max_queue`, else #{@default_max_queue}).
     * `:session` - the `ExBashkit.Session.new/1` options of pooled sessions
-      (default `[]`).
+      (default `[]`). Unless they name a `:group`, the pool's sessions form a
+      group of their own: in worker mode they share worker processes that no
+      session outside the pool uses.
     * `:idle_ttl_ms` - drop a session unused this long (default `:infinity`);
       a later caller gets a freshly built one.
 
@@ -168,7 +170,9 @@ defmodule ExBashkit.Pool do
       name: Keyword.get(opts, :name, __MODULE__),
       size: size,
       max_queue: max_queue,
-      session: session,
+      # The pool's sessions are one tenant's: they share worker processes
+      # of their own (`ExBashkit.Session.new/1`'s `:group`).
+      session: Keyword.put_new(session, :group, {__MODULE__, make_ref()}),
       ttl: ttl
     }
   end

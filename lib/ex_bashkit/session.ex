@@ -468,7 +468,7 @@ defmodule ExBashkit.Session do
     parsed = if opts == [], do: Options.parse_default!(), else: Options.parse!(opts)
     native = parsed.native
 
-    case Backend.new(native, parsed.isolation, Options.inline?(native)) do
+    case Backend.new(native, parsed.isolation, Options.inline?(native), Map.get(parsed, :group)) do
       {:ok, resource, location} ->
         %__MODULE__{
           resource: resource,
@@ -717,6 +717,43 @@ defmodule ExBashkit.Session do
   def cancel(%__MODULE__{resource: resource, location: location}) do
     if Backend.cancel(resource, location), do: :ok, else: :idle
   end
+
+  @doc """
+  Where `session` runs and how that OS process is confined:
+
+    * `:isolation` - `:process` (a worker OS process) or `:in_node`;
+    * `:os_pid` - the worker's OS pid (nil in the node, or before its
+      process has started);
+    * `:group` - the session's `:group` (nil without one: the session has a
+      process of its own, or shares the pool's workers, see `new/1`);
+    * `:confinement` - the layers that process holds (see
+      `ExBashkit.Worker`, "Confinement"): `:seccomp`, `:landlock` and
+      `:no_new_privs` booleans, `:namespaces` (a list of `:user`,
+      `:mount`, `:ipc`, `:uts`, `:network`: the network namespace is the
+      VM's for a session granted `:allow_net`), and `:memory_limit`, the
+      process's address-space cap in bytes (nil if none). In the node
+      every layer is off.
+
+  ## Examples
+
+      iex> ExBashkit.Session.info(ExBashkit.Session.new(isolation: :in_node))
+      %{isolation: :in_node, os_pid: nil, group: nil,
+        confinement: %{seccomp: false, landlock: false, namespaces: [],
+                       no_new_privs: false, memory_limit: nil}}
+  """
+  @spec info(t()) :: %{
+          isolation: :process | :in_node,
+          os_pid: integer() | nil,
+          group: term() | nil,
+          confinement: %{
+            seccomp: boolean(),
+            landlock: boolean(),
+            namespaces: [atom()],
+            no_new_privs: boolean(),
+            memory_limit: integer() | nil
+          }
+        }
+  def info(%__MODULE__{location: location}), do: Backend.placement(location)
 
   @typedoc """
   An option of the lifecycle calls `state/2`, `reset/2`, `snapshot/2` and

@@ -52,6 +52,28 @@ defmodule ExBashkit.Worker do
 
   Workers are started by `ExBashkit.Application` (see
   `ExBashkit.WorkerPool`) and start their OS process on first use.
+
+  ## Confinement
+
+  On Linux each worker OS process confines itself before it reads its
+  first frame (`native/ex_bashkit/src/worker/confine.rs`; SECURITY.md says
+  what each layer stops): an empty environment; no descriptor of the VM's
+  but its two pipes (its stderr is a pipe of its own, whose lines this
+  process logs); its own user, mount, IPC and UTS namespaces, and its own
+  network namespace, which reaches nothing, unless it serves sessions
+  granted network; no capabilities (bounding and ambient sets included),
+  even where the VM runs as root; not dumpable and no core dumps;
+  `no_new_privs`; a Landlock domain (no program executed, no device used,
+  no signal sent outside it); a seccomp-bpf allowlist of the system calls
+  the interpreter needs (no process created, nothing executed, nothing
+  traced); and the address-space limit of `:worker_max_memory`.
+
+  A layer the kernel lacks is left out and reported:
+  `ExBashkit.Session.info/1` shows the layers a session's process holds,
+  and with `config :ex_bashkit, require_confinement: true` a worker missing
+  one refuses to build sessions, so `ExBashkit.Session.new/1` raises
+  naming it. `self_test/1` checks the layers from inside a confined
+  process by trying what they stop.
   """
 
   use GenServer
@@ -194,11 +216,10 @@ defmodule ExBashkit.Worker do
        # ids past their deadline waiting for their output so far: id => why
        answering: %{},
        grace_ms: Keyword.get(opts, :grace_ms, 2_000),
-       max_memory: Keyword.get(opts, :max_memory),
-       max_cpu_seconds: Keyword.get(opts, :max_cpu_seconds),
-       stack_size: Keyword.get(opts, :stack_size, @stack_size),
-       max_script_threads: Keyword.get(opts, :max_script_threads, @max_script_threads)
-     }}
+       # a group's own worker stops with its last session
+       stop_when_idle: Keyword.get(opts, :stop_when_idle, false)
+     }
+     |> Map.merge(settings(opts))}
   end
 
   @impl true
@@ -221,7 +242,10 @@ defmodule ExBashkit.Worker do
     }
 
     state = if(state.port, do: send_frame(state, {:drop, sid}), else: state)
-    {:noreply, prune_images(state)}
+
+    if state.stop_when_idle and state.sessions == %{},
+      do: {:stop, :normal, state},
+      else: {:noreply, prune_images(state)}
   end
 
   def handle_info({port, {:data, frame}}, %{port: port} = state) do
@@ -342,7 +366,7 @@ defmodule ExBashkit.Worker do
     kind = elem(request, 0)
 
     sid =
-      if kind in [:exec_once, :live_sessions, :running_scripts, :canonical_tar],
+      if kind in [:exec_once, :live_sessions, :running_scripts, :canonical_tar, :confinement],
         do: nil,
         else: elem(request, 1)
 
@@ -505,7 +529,9 @@ defmodule ExBashkit.Worker do
       [:read, :write, :append, :mkdir, :remove, :rename, :list, :stat, :file, :dir, :symlink] ++
       [:fs_usage, :bytes, :files, :dirs, :complete, :created, :modified, :deleted] ++
       [:trash, :undelete, :path, :trash_path, :deleted_at, :type, :size] ++
-      [:eexist, :enoent, :no_soft_delete] ++
+      [:eexist, :enoent, :no_soft_delete, :ex_bashkit_log, :seccomp, :landlock] ++
+      [:namespaces, :no_new_privs, :capabilities_dropped, :memory_limit, :missing] ++
+      [:user, :mount, :ipc, :uts, :network] ++
       ExBashkit.Error.protocol_atoms()
   end
 
@@ -521,6 +547,11 @@ defmodule ExBashkit.Worker do
       :error ->
         orphan(state, tag, id, payload)
     end
+  end
+
+  defp deliver(state, {:ex_bashkit_log, 0, line}) when is_binary(line) do
+    Logger.warning("ExBashkit worker OS process #{state.os_pid}: #{line}")
+    state
   end
 
   defp deliver(state, other) do
@@ -641,9 +672,39 @@ defmodule ExBashkit.Worker do
   # -- the OS process -------------------------------------------------------
 
   defp ensure_port(%{port: nil} = state) do
-    exe = executable()
+    port = open_port(worker_args(state))
+    {:os_pid, os_pid} = Port.info(port, :os_pid)
+    {:ok, %{state | port: port, os_pid: os_pid}}
+  rescue
+    error ->
+      {:error, "cannot start the worker process #{executable()}: #{Exception.message(error)}"}
+  end
 
-    args =
+  defp ensure_port(state), do: {:ok, state}
+
+  @doc false
+  # What a worker OS process is started with, from a worker's options.
+  @spec settings(keyword()) :: map()
+  def settings(opts) do
+    %{
+      max_memory: Keyword.get(opts, :max_memory),
+      max_cpu_seconds: Keyword.get(opts, :max_cpu_seconds),
+      stack_size: Keyword.get(opts, :stack_size, @stack_size),
+      max_script_threads: Keyword.get(opts, :max_script_threads, @max_script_threads),
+      network: Keyword.get(opts, :network, false),
+      require_confinement: Keyword.get(opts, :require_confinement, false),
+      # layers not to apply (tests of `:require_confinement`)
+      without: Keyword.get(opts, :without, [])
+    }
+  end
+
+  @doc false
+  # The command line of a worker OS process with `settings/1`
+  # (a worker's, or one made by `self_test/1`). `--max-memory` is the heap
+  # the docs name: the worker adds its threads' stacks and slack itself.
+  @spec worker_args(map()) :: [String.t()]
+  def worker_args(state) do
+    values =
       Enum.flat_map(
         [
           max_memory: state.max_memory,
@@ -657,28 +718,56 @@ defmodule ExBashkit.Worker do
         end
       )
 
+    flags =
+      if(state.network, do: ["--network"], else: []) ++
+        if(state.require_confinement, do: ["--require-confinement"], else: [])
+
+    values ++ flags ++ Enum.flat_map(state.without, &["--without", to_string(&1)])
+  end
+
+  @doc false
+  @spec open_port([String.t()]) :: port()
+  def open_port(args) do
     # Nothing of the VM's environment reaches the worker.
     env = for {name, _} <- System.get_env(), do: {String.to_charlist(name), false}
 
-    port =
-      Port.open({:spawn_executable, exe}, [
-        :binary,
-        {:packet, 4},
-        :exit_status,
-        :use_stdio,
-        {:args, args},
-        {:cd, ~c"/"},
-        {:env, env}
-      ])
-
-    {:os_pid, os_pid} = Port.info(port, :os_pid)
-    {:ok, %{state | port: port, os_pid: os_pid}}
-  rescue
-    error ->
-      {:error, "cannot start the worker process #{executable()}: #{Exception.message(error)}"}
+    Port.open({:spawn_executable, executable()}, [
+      :binary,
+      {:packet, 4},
+      :exit_status,
+      :use_stdio,
+      {:args, args},
+      {:cd, ~c"/"},
+      {:env, env}
+    ])
   end
 
-  defp ensure_port(state), do: {:ok, state}
+  @doc """
+  Start an OS process confined as the worker of a session with `new/1`
+  options `opts` would be, and report what it could do from inside:
+  `{:ok, report}`, each entry `:ok` (the attempt worked) or
+  `{:denied, errno}` (it failed with that error):
+
+    * `:open_host_file` - open a host file outside the mounts for reading;
+    * `:open_host_dir` - open its host directory;
+    * `:read_mount` - list the host directory of the first mount;
+    * `:write_mount` - create a file in the first `:read_only` mount;
+    * `:connect_loopback` - connect to a listening socket on 127.0.0.1
+      (denied unless `opts` grant network, `:allow_net`);
+    * `:exec_binary` - execute `/bin/sh`;
+    * `:ptrace_parent` - attach a debugger to the VM.
+
+  `opts` may have `:mounts` (as for `ExBashkit.Session.new/1`; without a
+  `:read_only` one, a temporary directory stands for it) and `:allow_net`.
+  `{:error, message}` if the process could not be started or said nothing.
+  See `ExBashkit.Worker.SelfTest`.
+
+  ## Examples
+
+      {:ok, %{exec_binary: {:denied, :eperm}}} = ExBashkit.Worker.self_test([])
+  """
+  @spec self_test(keyword()) :: {:ok, ExBashkit.Worker.SelfTest.report()} | {:error, String.t()}
+  defdelegate self_test(opts \\ []), to: ExBashkit.Worker.SelfTest, as: :run
 
   @doc false
   @spec executable() :: Path.t()

@@ -19,11 +19,50 @@ defmodule ExBashkit.WorkerPool do
     * `:worker_kill_grace_ms` - how long a script past its deadline (or
       cancelled) may keep running before its worker is killed
       (default 2 000).
+    * `:require_confinement` - when `true`, a worker process that lacks a
+      confinement layer (see `ExBashkit.Worker`, "Confinement") builds no
+      session and runs no script: `ExBashkit.Session.new/1` raises and
+      `ExBashkit.exec/2` answers `{:error, _}`, naming the missing layer
+      (default `false`: a missing layer is only reported, by
+      `ExBashkit.Session.info/1`).
+
+    * `:max_worker_processes` - how many worker processes of their own
+      sessions may hold at once (those of a `:group`, or of a session with
+      `limits: [max_memory_bytes: n]`; default 1 000). A session past it is
+      refused: `ExBashkit.Session.new/1` raises `ArgumentError` saying
+      `max_worker_processes` was reached. It never gets a seat beside
+      another group.
+
+  Sessions given a `:group` (see `ExBashkit.Session.new/1`) live on a
+  worker process of that group's own, started on the first such session
+  and stopped with its last; so does a session given
+  `limits: [max_memory_bytes: n]` without a group, alone (its process is
+  capped at `n`; a group's at its first session's `n`, default 512 MiB).
+  A crash there costs that group only.
+
+  There are three families of shared workers, `:worker_pool_size` each,
+  and each starts its OS process on first use: sessions granted network
+  (`:allow_net`) live on workers that keep the VM's network namespace; all
+  other sessions live on workers in a network namespace of their own, which
+  reaches nothing; one-shot `ExBashkit.exec/2` scripts run on workers of
+  their own (no network either), which hold no session: a crash there costs
+  the other one-shots in flight on that process, and no session anything.
   """
 
   use Supervisor
 
   alias ExBashkit.Worker
+
+  # Shared workers: sessions without network, sessions with, one-shots.
+  @families [:offline, :network, :once]
+  @registry ExBashkit.WorkerRegistry
+  @own ExBashkit.OwnWorkers
+  # The heap of a group's process when its first session gives no
+  # `max_memory_bytes`: room for a session at its default filesystem quota
+  # (100 MB of files, held once more while a snapshot is taken) and the
+  # interpreter's working set, with headroom; a memory bomb (the jq crasher
+  # of issue 67 reached 2.75 GB) is cut off at a fifth of that.
+  @group_max_memory 512 * 1024 * 1024
 
   @doc false
   @spec start_link(keyword()) :: Supervisor.on_start()
@@ -33,25 +72,120 @@ defmodule ExBashkit.WorkerPool do
   def init(_opts) do
     size = Application.get_env(:ex_bashkit, :worker_pool_size, System.schedulers_online())
 
-    worker_opts = [
-      grace_ms: Application.get_env(:ex_bashkit, :worker_kill_grace_ms, 2_000),
-      max_memory: Application.get_env(:ex_bashkit, :worker_max_memory, 4 * 1024 ** 3),
-      max_cpu_seconds: Application.get_env(:ex_bashkit, :worker_max_cpu_seconds)
-    ]
-
+    worker_opts = worker_options()
     :persistent_term.put({__MODULE__, :size}, size)
     :persistent_term.put({__MODULE__, :next}, :atomics.new(1, []))
-    children = for i <- 1..size, do: {Worker, [name: name(i)] ++ worker_opts}
-    Supervisor.init(children, strategy: :one_for_one)
+
+    shared =
+      for family <- @families, i <- 1..size do
+        {Worker, [name: name(family, i), network: family == :network] ++ worker_opts}
+      end
+
+    own = [
+      {Registry, keys: :unique, name: @registry},
+      {DynamicSupervisor,
+       name: @own, strategy: :one_for_one, max_children: max_worker_processes()}
+    ]
+
+    Supervisor.init(own ++ shared, strategy: :one_for_one)
   end
 
+  @doc false
+  # The options of every worker, from `config :ex_bashkit` (also those of
+  # the process `ExBashkit.Worker.self_test/1` starts).
+  @spec worker_options() :: keyword()
+  def worker_options do
+    [
+      grace_ms: Application.get_env(:ex_bashkit, :worker_kill_grace_ms, 2_000),
+      max_memory: Application.get_env(:ex_bashkit, :worker_max_memory, 4 * 1024 ** 3),
+      max_cpu_seconds: Application.get_env(:ex_bashkit, :worker_max_cpu_seconds),
+      require_confinement: Application.get_env(:ex_bashkit, :require_confinement, false)
+    ]
+  end
+
+  @doc false
+  # The worker a new session of `group` (nil: none) with native
+  # configuration `config` lives on: a process of the group's own, or of its
+  # own when it has a `max_memory_bytes` limit, else a shared one
+  # (`pick/1`).
+  @spec place(map(), term()) :: {:ok, GenServer.name()} | {:error, String.t()}
+  def place(config, group) do
+    memory = get_in(config, [:limits, :max_memory_bytes])
+
+    cond do
+      group == nil and memory == nil -> pick(config)
+      group == nil -> own_worker({family(config), {:own, make_ref()}, memory})
+      true -> own_worker({family(config), {:group, group}, memory})
+    end
+  end
+
+  defp own_worker({family, _owner, memory} = key) do
+    if Process.whereis(@own) == nil, do: Application.ensure_all_started(:ex_bashkit)
+    name = {:via, Registry, {@registry, key}}
+
+    opts =
+      Keyword.merge(worker_options(),
+        name: name,
+        network: family == :network,
+        max_memory: memory || @group_max_memory,
+        stop_when_idle: true
+      )
+
+    case GenServer.whereis(name) do
+      pid when is_pid(pid) -> {:ok, name}
+      nil -> start_own(Supervisor.child_spec({Worker, opts}, restart: :transient), name)
+    end
+  end
+
+  # `:max_children` holds the bound given at start exactly; the count
+  # checked first holds a bound lowered since (the config is read now).
+  defp start_own(spec, name) do
+    if DynamicSupervisor.count_children(@own).active >= max_worker_processes() do
+      {:error, max_reached()}
+    else
+      case DynamicSupervisor.start_child(@own, spec) do
+        {:ok, _pid} -> {:ok, name}
+        {:error, {:already_started, _pid}} -> {:ok, name}
+        {:error, :max_children} -> {:error, max_reached()}
+        {:error, reason} -> {:error, "cannot start a worker process: #{inspect(reason)}"}
+      end
+    end
+  end
+
+  defp max_reached do
+    "max_worker_processes (#{max_worker_processes()}) reached: no worker process for " <>
+      "another group; raise config :ex_bashkit, :max_worker_processes, or end sessions " <>
+      "of other groups"
+  end
+
+  @doc false
+  # The `:group` of the session at `location` (nil without one).
+  @spec group(ExBashkit.Backend.location()) :: term()
+  def group({:process, {:via, Registry, {@registry, {_family, {:group, group}, _}}}, _sid}),
+    do: group
+
+  def group(_location), do: nil
+
+  defp max_worker_processes,
+    do: Application.get_env(:ex_bashkit, :max_worker_processes, 1_000)
+
   @doc """
-  The worker a new session should live on: the next one, round-robin.
-  Returns `{:ok, name}`, or `{:error, message}` when the application (and so
-  the pool) is not running.
+  The worker a new session with native configuration `config` should live
+  on: the next one of its family (see the moduledoc), round-robin. Returns
+  `{:ok, name}`, or `{:error, message}` when the application (and so the
+  pool) is not running.
   """
-  @spec pick() :: {:ok, atom()} | {:error, String.t()}
-  def pick do
+  @spec pick(map()) :: {:ok, atom()} | {:error, String.t()}
+  def pick(config), do: pick_in(family(config))
+
+  @doc """
+  The worker a one-shot `ExBashkit.exec/2` script runs on: the next of the
+  one-shot family, whose processes hold no session. Answers as `pick/1`.
+  """
+  @spec pick_once() :: {:ok, atom()} | {:error, String.t()}
+  def pick_once, do: pick_in(:once)
+
+  defp pick_in(family) do
     # Code loaded without its application (a bare `-pa` VM, a peer node)
     # still gets workers: start the application on first use.
     if :persistent_term.get({__MODULE__, :size}, nil) == nil,
@@ -61,7 +195,7 @@ defmodule ExBashkit.WorkerPool do
 
     if is_integer(size) do
       i = rem(:atomics.add_get(:persistent_term.get({__MODULE__, :next}), 1, 1), size) + 1
-      {:ok, name(i)}
+      {:ok, name(family, i)}
     else
       {:error,
        "no worker process: the :ex_bashkit application is not started " <>
@@ -69,12 +203,27 @@ defmodule ExBashkit.WorkerPool do
     end
   end
 
-  @doc "The registered names of the pool's workers."
-  @spec workers() :: [atom()]
+  @doc "The registered names of the pool's shared workers, and the pids of the groups' own."
+  @spec workers() :: [atom() | pid()]
   def workers do
     size = :persistent_term.get({__MODULE__, :size}, 0)
-    for i <- 1..size//1, do: name(i)
+    shared = for family <- @families, i <- 1..size//1, do: name(family, i)
+
+    own =
+      if Process.whereis(@own),
+        do: for({_, pid, _, _} <- DynamicSupervisor.which_children(@own), is_pid(pid), do: pid),
+        else: []
+
+    shared ++ own
   end
 
-  defp name(i), do: :"Elixir.ExBashkit.Worker.#{i}"
+  # Network is a grant of the process, not only of the interpreter: only
+  # sessions that were granted some share the VM's network namespace.
+  defp family(%{allow_all_net: true}), do: :network
+  defp family(%{allow_net: [_ | _]}), do: :network
+  defp family(_config), do: :offline
+
+  defp name(:offline, i), do: :"Elixir.ExBashkit.Worker.#{i}"
+  defp name(:network, i), do: :"Elixir.ExBashkit.Worker.Network.#{i}"
+  defp name(:once, i), do: :"Elixir.ExBashkit.Worker.Once.#{i}"
 end

@@ -429,6 +429,10 @@ defmodule ExBashkit.Test.Gen do
 
   defp option_value(:base, _), do: valid_or_not(const(nil), T.any())
 
+  # Any term is a group; a few, so that generated sessions share their
+  # groups' processes rather than start one each.
+  defp option_value(:group, _), do: T.elements([nil, :tenant, {:tenant, 2}, "agent"])
+
   defp option_value(:commands, _),
     do:
       valid_or_not(

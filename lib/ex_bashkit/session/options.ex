@@ -59,6 +59,13 @@ defmodule ExBashkit.Session.Options do
          "command (non-zero exit, stderr), as a full disk would. `state/1` reports " <>
          "`fs_usage`."},
     max_files: {"10,000", "files (directories excluded) in the in-memory filesystem, likewise."},
+    max_memory_bytes:
+      {"none (512 MiB once given a process of its own)",
+       "heap of the session's worker OS process (`isolation: :process`), enforced as an " <>
+         "address-space cap (plus room for thread stacks): past it allocations fail and " <>
+         "that process dies, costing only its own sessions. Giving it (or `:group`) gives " <>
+         "the session a process of its own (see `:group`); without either the session " <>
+         "shares the pool's workers and their `:worker_max_memory`. Ignored in the node."},
     max_file_bytes:
       {"10,000,000",
        "size of one file in the in-memory filesystem; also bounds one read from a host " <>
@@ -375,6 +382,21 @@ defmodule ExBashkit.Session.Options do
           "`true` (trash at `/.trash`) or `[trash: path]`: deletes and overwrites in the " <>
             "in-memory filesystem keep the old content in the trash (see `trash/1` and " <>
             "`undelete/2`). Host and `:virtual_fs` mounts are outside it: deletes there are real."
+      },
+      %{
+        key: :group,
+        type: "any term",
+        default: nil,
+        parse: &Function.identity/1,
+        session: :group,
+        doc:
+          "with `isolation: :process`, the sessions given the same group (one tenant, one " <>
+            "agent's helpers) share worker OS processes of their own, never a process with " <>
+            "a session of another group or a session without one: a crash of a group's " <>
+            "process costs only that group. Without `:group` (and without " <>
+            "`limits: [max_memory_bytes: n]`, which gives the session a process of its " <>
+            "own) a session shares the pool's workers. Bounded by " <>
+            "`config :ex_bashkit, max_worker_processes:` (see `ExBashkit.WorkerPool`)."
       },
       %{
         key: :isolation,

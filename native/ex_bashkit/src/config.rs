@@ -392,10 +392,7 @@ pub fn build_bash_on(
             builder = builder.builtin(name, Box::new(builtin));
         }
     }
-    let in_node = !crate::run::runtime::in_worker();
-    builder = builder.before_tool(Box::new(move |event| {
-        crate::policy::bombs::refuse(event, in_node)
-    }));
+    builder = builder.before_tool(Box::new(crate::policy::bombs::refuse));
     builder = crate::commands::python::register(builder, config, &permits);
     builder = crate::commands::tools::register(builder, config, &permits, interrupt)?;
     let mut bash = builder.build();

@@ -26,6 +26,7 @@
 //! {:live_sessions, id}            {:running_scripts, id}
 //! {:callback_reply, call_id, answer}
 //! {:output_so_far, id, sid | nil, exec_id}
+//! {:confinement, id}
 //! ```
 //!
 //! `output_so_far` answers, from the reading thread: `{stdout, stderr}`,
@@ -48,13 +49,20 @@
 //! `snapshot`, `restore`: `session/lifecycle.rs`), whose `call` is `%{timeout_ms:
 //! ms | nil}`.
 //!
+//! `{:confinement, id}` answers the layers this process holds
+//! (`worker/confine.rs`: `%{seccomp: bool, landlock: bool, namespaces:
+//! [atom], ...}`). Lines the worker writes to stderr reach the VM as
+//! `{:ex_bashkit_log, 0, line}`.
+//!
 //! # Confinement
-//! Before it reads a frame the worker clears its environment, moves to `/`,
-//! asks for SIGKILL when its parent dies, sets `no_new_privs`, lowers its
-//! scheduling priority below the VM's, offers itself first to the OOM killer
-//! and applies the address-space and CPU-time limits it was started with
-//! (`--max-memory`, `--max-cpu-seconds`).
+//! Before it reads a frame the worker confines itself (`worker/confine.rs`):
+//! an empty environment, no inherited descriptors, its own user, mount and
+//! (unless started with `--network`) network namespaces, no capabilities,
+//! not dumpable, no core dumps, `no_new_privs`, a Landlock domain and a
+//! seccomp-bpf allowlist, under the address-space and CPU-time limits it was
+//! started with (`--max-memory`, `--max-cpu-seconds`).
 
+pub(crate) mod confine;
 pub(crate) mod frame_input;
 pub(crate) mod remote;
 
@@ -87,12 +95,19 @@ type Sessions = Arc<Mutex<IdMap<Arc<Session>>>>;
 static ONE_SHOTS: std::sync::LazyLock<Mutex<IdMap<std::sync::Weak<ExecTicket>>>> =
     std::sync::LazyLock::new(|| Mutex::new(IdMap::default()));
 
-/// Limits the worker applies to itself, from its command line.
+/// What the worker was started with, from its command line.
 #[derive(Debug, Default)]
 struct Settings {
-    max_memory: Option<u64>,
-    max_cpu_seconds: Option<u64>,
+    confine: confine::Request,
     runtime: RuntimeConfig,
+    /// `--self-test`: make the attempts of `confine/self_test.rs` and exit.
+    self_test: Option<confine::self_test::Targets>,
+}
+
+fn targets(
+    self_test: &mut Option<confine::self_test::Targets>,
+) -> &mut confine::self_test::Targets {
+    self_test.get_or_insert_with(Default::default)
 }
 
 /// Room in the address space for what is neither heap nor interpreter
@@ -105,30 +120,72 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Settings, String> {
     let mut settings = Settings::default();
     let mut args = args.peekable();
     while let Some(flag) = args.next() {
-        let known = [
-            "--max-memory",
-            "--max-cpu-seconds",
-            "--stack-size",
-            "--max-script-threads",
-        ];
-        if !known.contains(&flag.as_str()) {
+        // Flags without a value.
+        match flag.as_str() {
+            "--network" => {
+                settings.confine.network = true;
+                continue;
+            }
+            "--require-confinement" => {
+                settings.confine.require = true;
+                continue;
+            }
+            "--self-test" => {
+                settings.self_test.get_or_insert_with(Default::default);
+                continue;
+            }
+            _ => {}
+        }
+        let Some(text) = args.next() else {
+            return match LIMITS.contains(&flag.as_str()) {
+                true => Err(format!("{flag} needs a value")),
+                false => Ok(settings),
+            };
+        };
+        if LIMITS.contains(&flag.as_str()) {
+            set_limit_flag(&mut settings, &flag, &text)?;
             continue;
         }
-        let raw = args.next().unwrap_or_default();
-        let v = match raw.parse::<u64>() {
-            Ok(v) if v > 0 => v,
-            _ => return Err(format!("{flag} needs a positive number, got {raw:?}")),
-        };
-        let size = usize::try_from(v).unwrap_or(usize::MAX);
-        match flag.as_str() {
-            "--max-memory" => settings.max_memory = Some(v),
-            "--max-cpu-seconds" => settings.max_cpu_seconds = Some(v),
-            "--stack-size" if v >= 1 << 20 => settings.runtime.stack_size = size,
-            "--stack-size" => return Err(format!("--stack-size must be at least 1 MiB, got {v}")),
-            _ => settings.runtime.max_script_threads = size,
+        let value = text.parse::<u64>().ok();
+        match (flag.as_str(), value) {
+            ("--without", _) => settings.confine.without.push(text),
+            ("--probe-file", _) => targets(&mut settings.self_test).host_file = text,
+            ("--probe-dir", _) => targets(&mut settings.self_test).host_dir = text,
+            ("--read-mount", _) => targets(&mut settings.self_test).read_mount = text,
+            ("--write-mount", _) => targets(&mut settings.self_test).write_mount = text,
+            ("--loopback-port", Some(v)) => {
+                targets(&mut settings.self_test).loopback_port = v as u16
+            }
+            ("--ptrace-pid", Some(v)) => targets(&mut settings.self_test).ptrace_pid = v as i32,
+            _ => {}
         }
     }
     Ok(settings)
+}
+
+/// The flags that set a limit: a bad value for one ends the worker at
+/// start, as a limit that cannot be set does (`confine.rs`).
+const LIMITS: [&str; 4] = [
+    "--max-memory",
+    "--max-cpu-seconds",
+    "--stack-size",
+    "--max-script-threads",
+];
+
+fn set_limit_flag(settings: &mut Settings, flag: &str, raw: &str) -> Result<(), String> {
+    let v = match raw.parse::<u64>() {
+        Ok(v) if v > 0 => v,
+        _ => return Err(format!("{flag} needs a positive number, got {raw:?}")),
+    };
+    let size = usize::try_from(v).unwrap_or(usize::MAX);
+    match flag {
+        "--max-memory" => settings.confine.max_memory = Some(v),
+        "--max-cpu-seconds" => settings.confine.max_cpu_seconds = Some(v),
+        "--stack-size" if v >= 1 << 20 => settings.runtime.stack_size = size,
+        "--stack-size" => return Err(format!("--stack-size must be at least 1 MiB, got {v}")),
+        _ => settings.runtime.max_script_threads = size,
+    }
+    Ok(())
 }
 
 /// The address-space limit for a heap of `max_memory`: that, every
@@ -152,21 +209,40 @@ fn unbuffered_stdout() -> Box<dyn io::Write + Send> {
     }
 }
 
+/// A worker that cannot hold its limits does not start: exit 78
+/// (`EX_CONFIG`), the reason on stderr.
+fn refuse_to_start(message: &str) -> i32 {
+    eprintln!("ex_bashkit_worker: {message}");
+    78
+}
+
 /// The worker's entry point; returns the process exit code.
 pub fn main() -> i32 {
     runtime::set_worker_process();
-    let settings = match parse_args(std::env::args().skip(1)).and_then(|s| confine(&s).map(|()| s))
-    {
+    let mut settings = match parse_args(std::env::args().skip(1)) {
         Ok(settings) => settings,
-        Err(message) => {
-            eprintln!("ex_bashkit_worker: {message}");
-            return 78;
-        }
+        Err(message) => return refuse_to_start(&message),
     };
+    // `--max-memory` is the heap the docs name; the cap covers the
+    // interpreter threads' stacks too.
+    settings.confine.max_memory = settings
+        .confine
+        .max_memory
+        .map(|bytes| address_space(bytes, &settings.runtime));
+    let stderr = match confine::apply(&settings.confine) {
+        Ok(stderr) => stderr,
+        Err(message) => return refuse_to_start(&message),
+    };
+    let frames = FrameWriter::new(unbuffered_stdout());
+    if let Some(targets) = &settings.self_test {
+        return confine::self_test::run(targets, &frames);
+    }
+    if let Some(read_end) = stderr {
+        forward_stderr(read_end, Arc::clone(&frames));
+    }
     runtime::configure(settings.runtime);
     crate::run::guard::install_panic_hook();
 
-    let frames = FrameWriter::new(unbuffered_stdout());
     let sessions: Sessions = Arc::new(Mutex::new(IdMap::default()));
     let mut stdin = io::BufReader::new(FrameInput::stdin());
     loop {
@@ -187,6 +263,33 @@ pub fn main() -> i32 {
                 eprintln!("ex_bashkit_worker: reading stdin: {error}");
                 return 74;
             }
+        }
+    }
+}
+
+/// Send each line written to fd 2 (a pipe since `confine::apply`) to the
+/// VM as `{:ex_bashkit_log, 0, line}`, where `ExBashkit.Worker` logs it.
+fn forward_stderr(read_end: std::os::fd::OwnedFd, frames: Arc<FrameWriter>) {
+    use std::io::BufRead;
+    let spawned = std::thread::Builder::new()
+        .name("stderr".into())
+        .spawn(move || {
+            let lines = io::BufReader::new(std::fs::File::from(read_end)).split(b'\n');
+            for line in lines.map_while(Result::ok) {
+                let frame = Value::tuple([
+                    Value::atom("ex_bashkit_log"),
+                    Value::Int(0),
+                    Value::Binary(line),
+                ]);
+                frames.write(&etf::encode(&frame));
+            }
+        });
+    if spawned.is_err() {
+        // Nobody reads the pipe: writes to it would block once it is full.
+        // SAFETY: fd 2 is ours; /dev/null cannot be opened any more, so
+        // closing is what is left.
+        unsafe {
+            libc::close(2);
         }
     }
 }
@@ -308,6 +411,15 @@ fn dispatch(
     sessions: &Sessions,
     frames: &Arc<FrameWriter>,
 ) -> Result<(), String> {
+    if tag == "confinement" {
+        answer(id, frames, confine::report().to_value());
+        return Ok(());
+    }
+    if tag == "new" || tag == "exec_once" {
+        if let Some(refusal) = confine::refusal() {
+            return Err(refusal);
+        }
+    }
     if tag == "new" {
         let sid: u64 = arg(items, 2)?;
         let decoded = crate::config::cache::decode_value(items.get(3).ok_or("missing config")?)?;
@@ -477,105 +589,6 @@ fn op(
     Ok(Op::new(session, name, id, call, None))
 }
 
-/// Apply the worker's OS-level confinement (see the module doc). The
-/// limits must hold; the rest (priority, OOM score) is best effort.
-fn confine(settings: &Settings) -> Result<(), String> {
-    let vars: Vec<_> = std::env::vars_os().map(|(k, _)| k).collect();
-    for key in vars {
-        std::env::remove_var(key);
-    }
-    let _ = std::env::set_current_dir("/");
-    let address_space = settings
-        .max_memory
-        .map(|bytes| address_space(bytes, &settings.runtime));
-    os::confine(address_space, settings.max_cpu_seconds)
-}
-
-#[cfg(target_os = "linux")]
-mod os {
-    /// Parent death → SIGKILL, no_new_privs, nice 10, rlimits.
-    pub fn confine(address_space: Option<u64>, max_cpu_seconds: Option<u64>) -> Result<(), String> {
-        // SAFETY: plain syscalls on this process with constant arguments.
-        unsafe {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-            libc::setpriority(libc::PRIO_PROCESS, 0, 10);
-        }
-        if let Some(bytes) = address_space {
-            super::set_limit(libc::RLIMIT_AS, "RLIMIT_AS", bytes)?;
-        }
-        // When the machine runs out of memory, the kernel should end a
-        // worker, never the VM.
-        let _ = std::fs::write("/proc/self/oom_score_adj", "1000");
-        if let Some(seconds) = max_cpu_seconds {
-            super::set_limit(libc::RLIMIT_CPU, "RLIMIT_CPU", seconds)?;
-        }
-        Ok(())
-    }
-}
-
-#[cfg(all(unix, not(target_os = "linux")))]
-mod os {
-    pub fn confine(address_space: Option<u64>, max_cpu_seconds: Option<u64>) -> Result<(), String> {
-        // SAFETY: plain syscalls on this process with constant arguments.
-        unsafe {
-            libc::setpriority(libc::PRIO_PROCESS, 0, 10);
-        }
-        if let Some(bytes) = address_space {
-            super::set_limit(libc::RLIMIT_AS, "RLIMIT_AS", bytes)?;
-        }
-        if let Some(seconds) = max_cpu_seconds {
-            super::set_limit(libc::RLIMIT_CPU, "RLIMIT_CPU", seconds)?;
-        }
-        Ok(())
-    }
-}
-
-#[cfg(not(unix))]
-mod os {
-    pub fn confine(address_space: Option<u64>, max_cpu_seconds: Option<u64>) -> Result<(), String> {
-        match (address_space, max_cpu_seconds) {
-            (None, None) => Ok(()),
-            _ => Err("resource limits are not supported on this platform".into()),
-        }
-    }
-}
-
-/// Set `resource` (named `name` in the error) to `value`, soft and hard,
-/// or to the present hard limit when that is already lower.
-#[cfg(target_os = "linux")]
-type Resource = libc::__rlimit_resource_t;
-#[cfg(all(unix, not(target_os = "linux")))]
-type Resource = libc::c_int;
-
-#[cfg(unix)]
-fn set_limit(resource: Resource, name: &str, value: u64) -> Result<(), String> {
-    let mut present = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `present` is a valid rlimit to write for the call.
-    if unsafe { libc::getrlimit(resource, &mut present) } != 0 {
-        return Err(format!(
-            "cannot read {name}: {}",
-            io::Error::last_os_error()
-        ));
-    }
-    let value = (value as libc::rlim_t).min(present.rlim_max);
-    let limit = libc::rlimit {
-        rlim_cur: value,
-        rlim_max: value,
-    };
-    // SAFETY: `limit` is a valid rlimit for the duration of the call.
-    if unsafe { libc::setrlimit(resource, &limit) } != 0 {
-        return Err(format!(
-            "cannot set {name} to {value}: {}",
-            io::Error::last_os_error()
-        ));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -594,9 +607,10 @@ mod tests {
     }
 
     #[test]
-    fn settings_skip_unknown_flags_and_refuse_bad_values() {
-        let settings = parsed(&["--max-memory", "1024", "--bogus", "x"]).unwrap();
-        assert_eq!(settings.max_memory, Some(1024));
+    fn settings_skip_unknown_flags_and_refuse_bad_limits() {
+        let settings = parsed(&["--max-memory", "1024", "--bogus", "x", "--network"]).unwrap();
+        assert_eq!(settings.confine.max_memory, Some(1024));
+        assert!(settings.confine.network);
         for bad in [
             &["--max-memory", "abc"][..],
             &["--max-memory", "0"],

@@ -107,10 +107,7 @@ impl Nested {
         for (key, value) in ctx.env {
             builder = builder.env(key, value);
         }
-        let in_node = !crate::run::runtime::in_worker();
-        builder = builder.before_tool(Box::new(move |event| {
-            crate::policy::bombs::refuse(event, in_node)
-        }));
+        builder = builder.before_tool(Box::new(crate::policy::bombs::refuse));
         builder.build()
     }
 

@@ -1,25 +1,20 @@
 //! Known bombs in bashkit 0.20.2's bundled commands, refused before they
-//! run.
+//! run, in the node and in worker processes alike.
 //!
-//! In a worker process these bugs only cost that worker (see `worker.rs`);
-//! in the node a stack overflow or an unbounded allocation would take the VM
+//! In the node a stack overflow or an unbounded allocation would take the VM
 //! down, and a loop that never reaches a command boundary would ignore
-//! every timeout. Where an argument alone tells that a command will blow
-//! up, a `before_tool` hook cancels it ("NAME: cancelled by before_tool
-//! hook", exit 1) at no cost to well-formed uses. In the node only (in a
-//! worker they are left to crash it, reproduced unrefused by
-//! `test/reliability/blast_radius_test.exs`, ready for the release that
-//! fixes them):
+//! every timeout; in a worker process it would cost the worker and every
+//! session on it (`worker.rs`): refused, it costs the script its exec.
+//! Where an argument alone tells that a command will blow up, a
+//! `before_tool` hook cancels it ("NAME: cancelled by before_tool hook",
+//! exit 1) at no cost to well-formed uses:
 //!
 //! - `xxd -c N` / `-g N` with N above 256 (xxd's own maximum width): the
 //!   line buffer is allocated from N (10^10 exhausts memory);
 //! - `uniq -f N` / `-s N` / `-w N` above 100 000: skipping loops N times
 //!   per line without a cancellation check (10^18 never returns);
 //! - `jq` / `yq` filters nested deeper than 256 brackets: the parser
-//!   recurses per level and overflows the stack.
-//!
-//! In both modes (a worker's crash loses every session on it):
-//!
+//!   recurses per level and overflows the stack;
 //! - `set` with more than `MAX_POSITIONAL` words: `set -- "$@" "$@"`
 //!   doubles the positional parameters, and empty words pass every
 //!   variable, array and byte budget (30 doublings took 3.9 GB);
@@ -30,6 +25,9 @@
 //!   than `MAX_COMPOUND_TERMS` terms (SQLite's own limit) and more than
 //!   `MAX_VIEWS` views created in one run: ZapCode's and Turso's parsers
 //!   and planners recurse per level and overflow the stack.
+//!
+//! `test/security/bombs_in_node_test.exs` checks each is refused in both
+//! modes.
 
 use bashkit::hooks::{HookAction, ToolEvent};
 
@@ -45,16 +43,12 @@ pub const MAX_OPERATOR_CHAIN: usize = 1_000;
 pub const MAX_COMPOUND_TERMS: usize = 500;
 pub const MAX_VIEWS: usize = 200;
 
-/// The `before_tool` hook of a session; `in_node` adds the bombs a worker
-/// is left to crash on.
-pub fn refuse(event: ToolEvent, in_node: bool) -> HookAction<ToolEvent> {
+/// The `before_tool` hook of a session (and of its nested interpreters).
+pub fn refuse(event: ToolEvent) -> HookAction<ToolEvent> {
     if event.name == "set" && event.args.len() > MAX_POSITIONAL {
         return HookAction::Cancel(format!(
             "set: more than {MAX_POSITIONAL} positional parameters"
         ));
-    }
-    if !in_node {
-        return HookAction::Continue(event);
     }
     let refused = match event.name.as_str() {
         "xxd" => numeric_option_over(
@@ -246,7 +240,7 @@ mod tests {
             name: name.into(),
             args: args.iter().map(|s| s.to_string()).collect(),
         };
-        matches!(refuse(event, true), HookAction::Cancel(_))
+        matches!(refuse(event), HookAction::Cancel(_))
     }
 
     #[test]
@@ -255,17 +249,17 @@ mod tests {
             name: "set".into(),
             args: vec![String::new(); MAX_POSITIONAL + 1],
         };
-        assert!(matches!(refuse(many.clone(), false), HookAction::Cancel(_)));
+        assert!(matches!(refuse(many.clone()), HookAction::Cancel(_)));
         let fine = ToolEvent {
             name: "set".into(),
             args: vec![String::new(); 1_000],
         };
-        assert!(matches!(refuse(fine, false), HookAction::Continue(_)));
+        assert!(matches!(refuse(fine), HookAction::Continue(_)));
         let xxd = ToolEvent {
             name: "xxd".into(),
             args: vec!["-c".into(), "10000000000".into()],
         };
-        assert!(matches!(refuse(xxd, false), HookAction::Continue(_)));
+        assert!(matches!(refuse(xxd), HookAction::Cancel(_)));
     }
 
     #[test]

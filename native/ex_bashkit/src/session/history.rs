@@ -535,6 +535,7 @@ fn session_history_checkout(
 }
 
 #[rustler::nif]
+#[allow(clippy::too_many_arguments)]
 fn session_history_diff(
     env: rustler::Env,
     handle: Handle,

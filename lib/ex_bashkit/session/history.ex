@@ -17,11 +17,18 @@ defmodule ExBashkit.Session.History do
   @at_key "ex_bashkit.at"
 
   @doc false
-  @spec commit(Session.t(), term()) :: {:ok, String.t()} | {:error, String.t()}
-  def commit(%Session{} = session, meta) do
+  # `if_changed: true`: when nothing changed since the head, answer the
+  # head and commit nothing (`ExBashkit.Server`'s `undo: true`).
+  @spec commit(Session.t(), term(), boolean()) :: {:ok, String.t()} | {:error, String.t()}
+  def commit(%Session{} = session, meta, if_changed \\ false) do
     meta = meta!(meta)
     at = DateTime.utc_now() |> DateTime.truncate(:microsecond) |> DateTime.to_iso8601()
-    request = %{meta: [{@at_key, at} | meta], limit: Store.history_limit()}
+
+    request = %{
+      meta: [{@at_key, at} | meta],
+      limit: Store.history_limit(),
+      if_changed: if_changed
+    }
 
     with {:ok, {id, objects}} <- run(session, :history_commit, [request], "commit/2") do
       # The commit last: the collector follows a commit only once it is
@@ -29,7 +36,7 @@ defmodule ExBashkit.Session.History do
       {commit, content} = Enum.split_with(objects, &match?({^id, _, _}, &1))
 
       with :ok <- Store.put(content), :ok <- Store.put(commit) do
-        Collector.committed()
+        if objects != [], do: Collector.committed()
         {:ok, id}
       end
     end

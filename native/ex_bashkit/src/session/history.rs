@@ -135,8 +135,15 @@ pub fn roots() -> Vec<CommitId> {
 pub struct CommitRequest {
     pub meta: Vec<(String, String)>,
     pub limit: u64,
+    /// Answer with the head, and commit nothing, when the state (files,
+    /// shell state, capabilities) is the head's.
+    pub if_changed: bool,
 }
-from_map!(CommitRequest { meta, limit });
+from_map!(CommitRequest {
+    meta,
+    limit,
+    if_changed
+});
 
 fn hex(id: &ObjectId) -> Value {
     Value::from(id.to_hex())
@@ -308,6 +315,16 @@ pub fn commit(op: Op, request: CommitRequest, reply: ReplyTo) {
             let id = packed.id();
             let blobs: HashMap<ObjectId, Vec<u8>> = packed.into_objects().collect();
             let reached = reach(id, &blobs, &state.reach)?;
+            if let Some(head) = state.head.filter(|_| request.if_changed) {
+                let content = |commit: &CommitId| reached.get(commit).map(|n| n.refs.clone());
+                let before = state.reach.get(&head).map(|n| n.refs.clone());
+                if before.is_some() && before == content(&id) {
+                    return Ok(Value::ok_with(Value::tuple([
+                        hex(&head),
+                        Value::List(vec![]),
+                    ])));
+                }
+            }
             let objects = blobs
                 .iter()
                 .map(|(oid, blob)| {

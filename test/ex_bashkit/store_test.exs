@@ -8,7 +8,7 @@ defmodule ExBashkit.StoreTest do
 
   alias ExBashkit.{Session, Store}
   alias ExBashkit.Store.{Disk, ETS, Mnesia}
-  alias ExBashkit.Test.Cluster
+  alias ExBashkit.Test.{ChildVM, Cluster}
 
   defp id(text), do: :crypto.hash(:sha256, text) |> Base.encode16(case: :lower)
 
@@ -108,6 +108,37 @@ defmodule ExBashkit.StoreTest do
       assert Store.get([a], store) == %{a => "blob a"}
       assert Store.size(store).objects == 3
       refute File.exists?(Path.join(dir, ".tmp-123"))
+    end
+
+    test "a session's commit survives a restart of the VM", %{dir: dir} do
+      start = """
+      Application.put_env(:ex_bashkit, :store, {ExBashkit.Store.Disk, dir: #{inspect(dir)}})
+      {:ok, _} = Application.ensure_all_started(:ex_bashkit)
+      s = ExBashkit.Session.new()
+      """
+
+      {output, 0} =
+        ChildVM.run(
+          start <>
+            ~S"""
+            {:ok, _} = ExBashkit.Session.exec(s, "echo kept > /f; export E=e; cd /tmp")
+            {:ok, id} = ExBashkit.Session.commit(s)
+            IO.puts("id=" <> id)
+            """
+        )
+
+      [_, id] = Regex.run(~r/id=([0-9a-f]{64})/, output)
+
+      {output, 0} =
+        ChildVM.run(
+          start <>
+            ~s"""
+            :ok = ExBashkit.Session.checkout(s, "#{id}")
+            IO.write(ExBashkit.Session.exec!(s, "cat /f; echo $E; pwd").stdout)
+            """
+        )
+
+      assert output =~ "kept\ne\n/tmp\n"
     end
 
     test "an id that is not 64 hex characters never names a file", %{store: store} do

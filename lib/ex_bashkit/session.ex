@@ -1144,7 +1144,9 @@ defmodule ExBashkit.Session do
   once, whoever holds it: a commit stores only what changed since the
   head. `meta` is kept with it (keys strings or atoms, values strings,
   atoms or numbers; `log/2` gives them back as strings), and so is the time
-  it was made. Like `snapshot/2`, it waits for a running script.
+  it was made. Like `snapshot/2`, it waits for a running script. A session
+  over a `:base` image is refused for now (its deletions from the image
+  would not be carried): use `snapshot/2` there.
   Each session keeps its last `ExBashkit.Store.history_limit/0` commits
   (100 unless configured); older ones are freed.
 

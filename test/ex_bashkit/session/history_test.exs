@@ -193,4 +193,11 @@ defmodule ExBashkit.Session.HistoryTest do
     :ok = Session.checkout(session, id)
     assert out(session, "cat /late") == "late\n"
   end
+
+  test "a session over a base image is refused, not half committed" do
+    {:ok, image} = ExBashkit.Image.build(files: %{"/app/base.txt" => "from image"})
+    session = Session.new(base: image)
+    assert {:error, message} = Session.commit(session)
+    assert message =~ ":base image"
+  end
 end

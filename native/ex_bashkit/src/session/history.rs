@@ -286,6 +286,18 @@ fn describe(error: &bashkit::Error) -> String {
     }
 }
 
+/// A session over a base image keeps what it deleted from the image in
+/// whiteouts, which a commit does not carry (a snapshot seals them beside
+/// its bytes): such a checkout would bring deleted files back.
+fn check_no_base(session: &crate::session::Session, name: &str) -> Result<(), String> {
+    match session.layer().base() {
+        Some(_) => Err(format!(
+            "{name} does not support a session over a :base image yet (use snapshot/2)"
+        )),
+        None => Ok(()),
+    }
+}
+
 fn finish(reply: ReplyTo, outcome: Result<Result<Value, String>, String>) {
     let value = match outcome {
         Ok(Ok(value)) => value,
@@ -301,6 +313,7 @@ pub fn commit(op: Op, request: CommitRequest, reply: ReplyTo) {
     runtime::spawn_job(async move {
         let session = Arc::clone(op.session());
         let outcome = guard::catch_future(async {
+            check_no_base(&session, "commit/2")?;
             let bash = op.turn().await?;
             let history = &session.history;
             let mut state = history.state.lock();
@@ -412,6 +425,7 @@ pub fn checkout(
                 .iter()
                 .map(|k| parse_id(k))
                 .collect::<Result<VecDeque<_>, _>>()?;
+            check_no_base(&session, "checkout/2")?;
             let mut bash = call.turn().await?;
             let blobs = objects.load()?;
             let reached = reach(id, &blobs, &HashMap::new())
@@ -447,6 +461,7 @@ pub fn diff(op: Op, from: String, to: Option<String>, objects: impl ObjectList, 
             let to = match to {
                 Some(to) => to,
                 None => {
+                    check_no_base(&session, "diff/3")?;
                     // The state now, as a commit nobody keeps: its tree is
                     // emitted even when unchanged, the diff reads it.
                     let bash = op.turn().await?;

@@ -596,7 +596,9 @@ fn history_roots(env: rustler::Env) -> Term {
     ids_value(&roots()).to_term(env)
 }
 
-#[rustler::nif]
+/// On a dirty scheduler: the blob comes from the store, which may hold a
+/// huge one in place of a commit, and it is hashed whole.
+#[rustler::nif(schedule = "DirtyCpu")]
 fn history_read_commit<'a>(env: rustler::Env<'a>, id: String, blob: Binary) -> Term<'a> {
     read_commit(&id, blob.as_slice()).to_term(env)
 }

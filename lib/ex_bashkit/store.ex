@@ -136,8 +136,8 @@ defmodule ExBashkit.Store do
 
   @doc """
   Free what no live session keeps; returns `{:ok, freed}`, the number of
-  objects deleted (0 when a root could not be read yet, or a node sharing
-  the store could not be asked: nothing is freed on doubt).
+  objects deleted (0 when a node sharing the store could not be asked:
+  nothing is freed on doubt).
   """
   @spec gc(t()) :: {:ok, non_neg_integer()}
   def gc(store \\ configured()) do
@@ -148,20 +148,24 @@ defmodule ExBashkit.Store do
 
   @doc false
   # The mark-and-sweep itself. Ids are listed before the roots are read:
-  # an object stored after the listing is never swept, and a commit's head
-  # is published (in its session) before its objects are stored, so
-  # whatever the listing holds is reachable from roots read after it.
+  # an object stored after the listing is never swept. On the configured
+  # store it runs while no commit of this node is between moving its head
+  # and storing its objects (`ExBashkit.Store.Collector`); a root the store
+  # does not hold (a commit of another store, or one whose objects could
+  # not be stored) reaches nothing.
   @spec collect(t()) :: {:ok, non_neg_integer()}
   def collect({module, opts} = store) do
     before = module.ids(opts)
 
-    with {:ok, roots} <- roots(store),
-         {:ok, marked} <- mark(roots, store) do
-      garbage = Enum.reject(before, &MapSet.member?(marked, &1))
-      module.delete(opts, garbage)
-      {:ok, length(garbage)}
-    else
-      :skip -> {:ok, 0}
+    case roots(store) do
+      {:ok, roots} ->
+        marked = walk(roots, store, MapSet.new())
+        garbage = Enum.reject(before, &MapSet.member?(marked, &1))
+        module.delete(opts, garbage)
+        {:ok, length(garbage)}
+
+      :skip ->
+        {:ok, 0}
     end
   end
 
@@ -172,16 +176,6 @@ defmodule ExBashkit.Store do
 
     if Enum.all?(results, &match?({:ok, list} when is_list(list), &1)),
       do: {:ok, results |> Enum.flat_map(fn {:ok, list} -> list end) |> Enum.uniq()},
-      else: :skip
-  end
-
-  # Every object the roots reach. A root not in the store yet is a commit
-  # whose objects are being stored: collect nothing this round.
-  defp mark(roots, store) do
-    found = refs(roots, store)
-
-    if map_size(found) == length(roots),
-      do: {:ok, walk(Map.keys(found), store, MapSet.new())},
       else: :skip
   end
 

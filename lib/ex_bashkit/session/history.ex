@@ -30,16 +30,19 @@ defmodule ExBashkit.Session.History do
       if_changed: if_changed
     }
 
-    with {:ok, {id, objects}} <- run(session, :history_commit, [request], "commit/2") do
-      # The commit last: the collector follows a commit only once it is
-      # stored, so what it references must be there first.
-      {commit, content} = Enum.split_with(objects, &match?({^id, _, _}, &1))
-
-      with :ok <- Store.put(content), :ok <- Store.put(commit) do
+    # The head moves in the NIF, before the objects are stored: no
+    # collection in between (`Collector.committing/1`).
+    Collector.committing(fn ->
+      with {:ok, {id, objects}} <- run(session, :history_commit, [request], "commit/2"),
+           # The commit last: a store shared by nodes collecting on their
+           # own follows a commit only once it is stored.
+           {commit, content} = Enum.split_with(objects, &match?({^id, _, _}, &1)),
+           :ok <- Store.put(content),
+           :ok <- Store.put(commit) do
         if objects != [], do: Collector.committed()
         {:ok, id}
       end
-    end
+    end)
   end
 
   @doc false

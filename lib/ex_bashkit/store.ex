@@ -136,8 +136,8 @@ defmodule ExBashkit.Store do
 
   @doc """
   Free what no live session keeps; returns `{:ok, freed}`, the number of
-  objects deleted (0 when a node sharing the store could not be asked:
-  nothing is freed on doubt).
+  objects deleted (0 when a commit was under way, or a node sharing the
+  store could not be asked: nothing is freed on doubt).
   """
   @spec gc(t()) :: {:ok, non_neg_integer()}
   def gc(store \\ configured()) do
@@ -148,24 +148,24 @@ defmodule ExBashkit.Store do
 
   @doc false
   # The mark-and-sweep itself. Ids are listed before the roots are read:
-  # an object stored after the listing is never swept. On the configured
-  # store it runs while no commit of this node is between moving its head
-  # and storing its objects (`ExBashkit.Store.Collector`); a root the store
-  # does not hold (a commit of another store, or one whose objects could
-  # not be stored) reaches nothing.
-  @spec collect(t()) :: {:ok, non_neg_integer()}
-  def collect({module, opts} = store) do
+  # an object stored after the listing is never swept. `quiet?`, asked
+  # right after the listing, says no commit that could have stored objects
+  # before it is still under way (`ExBashkit.Store.Collector`); when it
+  # says otherwise nothing is freed. A root the store does not hold (a
+  # commit of another store, or one whose objects could not be stored)
+  # reaches nothing.
+  @spec collect(t(), (() -> boolean())) :: {:ok, non_neg_integer()}
+  def collect({module, opts} = store, quiet? \\ fn -> true end) do
     before = module.ids(opts)
 
-    case roots(store) do
-      {:ok, roots} ->
-        marked = walk(roots, store, MapSet.new())
-        garbage = Enum.reject(before, &MapSet.member?(marked, &1))
-        module.delete(opts, garbage)
-        {:ok, length(garbage)}
-
-      :skip ->
-        {:ok, 0}
+    with true <- quiet?.(),
+         {:ok, roots} <- roots(store) do
+      marked = walk(roots, store, MapSet.new())
+      garbage = Enum.reject(before, &MapSet.member?(marked, &1))
+      module.delete(opts, garbage)
+      {:ok, length(garbage)}
+    else
+      _ -> {:ok, 0}
     end
   end
 

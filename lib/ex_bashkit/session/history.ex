@@ -30,8 +30,8 @@ defmodule ExBashkit.Session.History do
       if_changed: if_changed
     }
 
-    # The head moves in the NIF, before the objects are stored: no
-    # collection in between (`Collector.committing/1`).
+    # The head moves in the NIF, before the objects are stored: counted,
+    # so that a collection frees nothing meanwhile (`Collector`).
     Collector.committing(fn ->
       with {:ok, {id, objects}} <- run(session, :history_commit, [request], "commit/2"),
            # The commit last: a store shared by nodes collecting on their

@@ -5,11 +5,13 @@ defmodule ExBashkit.Store.Collector do
   # and when asked (`gc/0`), one collection at a time.
   #
   # A commit moves its session's head (a GC root) before its objects are
-  # stored: a collection between the two would find a root it cannot walk
-  # and sweep what only that root reaches. So commits and collections
-  # exclude each other, through counters in an ETS table (`committing/1`
-  # and `exclusive/1`): any number of commits at once, a collection only
-  # when none is between its head and its last object.
+  # stored. A collection lists the store's ids first: a commit still under
+  # way then may have stored objects that only its head, not stored yet,
+  # reaches. So commits count themselves (`committing/1`), and a collection
+  # that finds one under way right after its listing waits a little for it
+  # and, if it is still there, frees nothing this time. A commit that starts
+  # after the listing stores only objects the listing does not hold, or
+  # ones its parent (a root) reaches. Commits never wait for a collection.
 
   use GenServer
 
@@ -29,14 +31,13 @@ defmodule ExBashkit.Store.Collector do
   def gc, do: GenServer.call(__MODULE__, :gc, :infinity)
 
   @doc false
-  # Run `fun` (a commit: its head, then its objects) while no collection
-  # runs. Without the collector (the application not started) it just runs.
+  # Run `fun` (a commit: its head, then its objects), counted.
   @spec committing((() -> result)) :: result when result: term()
   def committing(fun) do
     if :ets.whereis(@table) == :undefined do
       fun.()
     else
-      enter()
+      :ets.update_counter(@table, :commits, 1)
 
       try do
         fun.()
@@ -46,41 +47,23 @@ defmodule ExBashkit.Store.Collector do
     end
   end
 
-  defp enter do
-    :ets.update_counter(@table, :commits, 1)
+  @doc false
+  # Whether no commit is under way, waiting up to about 100 ms for one.
+  @spec quiet?() :: boolean()
+  def quiet?, do: quiet?(20)
 
-    if :ets.lookup_element(@table, :collecting, 2) == 1 do
-      :ets.update_counter(@table, :commits, -1)
-      Process.sleep(1)
-      enter()
-    else
-      :ok
-    end
-  end
-
-  # Run `fun` once no commit is under way, holding new ones back.
-  defp exclusive(fun) do
-    :ets.insert(@table, {:collecting, 1})
-
-    try do
-      wait_for_commits()
-      fun.()
-    after
-      :ets.insert(@table, {:collecting, 0})
-    end
-  end
-
-  defp wait_for_commits do
-    if :ets.lookup_element(@table, :commits, 2) > 0 do
-      Process.sleep(1)
-      wait_for_commits()
+  defp quiet?(tries) do
+    cond do
+      :ets.lookup_element(@table, :commits, 2) == 0 -> true
+      tries == 0 -> false
+      true -> Process.sleep(5) && quiet?(tries - 1)
     end
   end
 
   @impl true
   def init(count) do
     :ets.new(@table, [:named_table, :public, :set, write_concurrency: true])
-    :ets.insert(@table, [{:commits, 0}, {:collecting, 0}])
+    :ets.insert(@table, {:commits, 0})
     {:ok, count}
   end
 
@@ -97,5 +80,5 @@ defmodule ExBashkit.Store.Collector do
   @impl true
   def handle_call(:gc, _from, _count), do: {:reply, collect(), 0}
 
-  defp collect, do: exclusive(fn -> ExBashkit.Store.collect(ExBashkit.Store.configured()) end)
+  defp collect, do: ExBashkit.Store.collect(ExBashkit.Store.configured(), &quiet?/0)
 end

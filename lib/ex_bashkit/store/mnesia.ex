@@ -15,7 +15,7 @@ defmodule ExBashkit.Store.Mnesia do
 
   Writes are Mnesia transactions: an object is on every copy or none.
   `ExBashkit.Store.gc/1` counts the sessions of every node in `:nodes`, and
-  frees nothing while one of them cannot be asked. It holds back the
+  frees nothing while one of them cannot be asked. It waits for the
   commits of its own node only: a commit on another node at that very
   moment may lose objects (its later checkout then fails whole), so
   collect where the commits are, or rarely (`gc_every`).

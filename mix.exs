@@ -25,7 +25,18 @@ defmodule ExBashkit.MixProject do
       # PropEr (Debian's erlang-proper) is a test-only requirement, called from
       # test/support; it is not a runtime dependency of the library.
       # :ssl / :public_key: the test HTTPS server (test/support), likewise.
-      xref: [exclude: [:proper, :proper_types, :proper_gen, :proper_unicode, :ssl, :public_key]]
+      # :mnesia: only ExBashkit.Store.Mnesia calls it, and starts it itself.
+      xref: [
+        exclude: [
+          :proper,
+          :proper_types,
+          :proper_gen,
+          :proper_unicode,
+          :ssl,
+          :public_key,
+          :mnesia
+        ]
+      ]
     ]
   end
 

@@ -8,6 +8,9 @@ defmodule ExBashkit.Application do
       servers keep their last state, so that it outlives a crashed server.
     * `ExBashkit.Server.Supervisor`, a `DynamicSupervisor`, holds the servers
       that `ExBashkit.Server.migrate/2` starts on this node.
+    * The configured `ExBashkit.Store` (its table, directory or Mnesia
+      copy) and `ExBashkit.Store.Collector`, which frees what no session's
+      history keeps.
 
   Sessions and pools of your own belong in your supervision tree, not here.
   """
@@ -24,6 +27,8 @@ defmodule ExBashkit.Application do
     [
       ExBashkit.WorkerPool,
       ExBashkit.Server.Checkpoints,
+      ExBashkit.Store,
+      ExBashkit.Store.Collector,
       {DynamicSupervisor, name: ExBashkit.Server.Supervisor, strategy: :one_for_one}
     ]
   end

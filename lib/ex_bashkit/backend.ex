@@ -237,6 +237,32 @@ defmodule ExBashkit.Backend do
   end
 
   @doc false
+  # The commits a session keeps, newest first (`session/history.rs`).
+  @spec history_kept(reference(), location()) :: [String.t()] | {:error, String.t()}
+  def history_kept(resource, :in_node), do: nif(Native.session_history_kept(resource))
+
+  def history_kept(_resource, {:process, name, sid}) do
+    with {:ok, worker} <- whereis(name), do: Worker.call(worker, {:history_kept, sid})
+  end
+
+  @doc false
+  # Every commit a live session of this node keeps, in the node and in
+  # every worker: the store's GC roots. Raises when a worker cannot say,
+  # so that the collector frees nothing on doubt.
+  @spec history_roots() :: [String.t()]
+  def history_roots do
+    workers =
+      for name <- WorkerPool.workers(), pid = Process.whereis(name), is_pid(pid) do
+        case Worker.call(pid, {:history_roots, nil}) do
+          roots when is_list(roots) -> roots
+          other -> raise "worker #{inspect(name)} did not list its roots: #{inspect(other)}"
+        end
+      end
+
+    Enum.uniq(Native.history_roots() ++ List.flatten(workers))
+  end
+
+  @doc false
   # A filesystem request (see `session/fs.rs`), answered synchronously.
   @spec fs(reference(), location(), tuple()) :: term()
   def fs(resource, :in_node, request), do: nif(Native.fs_call(resource, request))

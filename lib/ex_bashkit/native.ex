@@ -55,6 +55,21 @@ defmodule ExBashkit.Native do
   def session_restore(_session, _bytes, _key, _call, _pid, _ref),
     do: :erlang.nif_error(:nif_not_loaded)
 
+  # History in the store (`session/history.rs`): commit, checkout and diff
+  # are submitted like snapshot/restore; the rest answer at once.
+  def session_history_commit(_session, _request, _call, _pid, _ref),
+    do: :erlang.nif_error(:nif_not_loaded)
+
+  def session_history_checkout(_session, _commit, _objects, _kept, _limit, _call, _pid, _ref),
+    do: :erlang.nif_error(:nif_not_loaded)
+
+  def session_history_diff(_session, _from, _to, _objects, _call, _pid, _ref),
+    do: :erlang.nif_error(:nif_not_loaded)
+
+  def session_history_kept(_session), do: :erlang.nif_error(:nif_not_loaded)
+  def history_roots, do: :erlang.nif_error(:nif_not_loaded)
+  def history_read_commit(_id, _blob), do: :erlang.nif_error(:nif_not_loaded)
+
   # The filesystem API: one request term (see `session/fs.rs`), answered here.
   def fs_call(_session, _request), do: :erlang.nif_error(:nif_not_loaded)
 

@@ -16,6 +16,10 @@ defmodule ExBashkit.Server do
       `{:via, module, term}`.
     * `:checkpoint` - `true` to keep the state outside the process after
       every completed operation (default `false`, see "Checkpoints").
+    * `:undo` - `true` to commit the session (`ExBashkit.Session.commit/2`)
+      once at start and after every operation that can change it, before
+      the caller gets its answer, so that `undo/1` can go back one step at a
+      time (default `false`, see "Undo").
     * `:node` - start the server on this node when it is connected (default:
       the caller's). The server is linked to the caller all the same (its
       supervisor), and when that node is gone, a restart starts it on the
@@ -64,6 +68,19 @@ defmodule ExBashkit.Server do
   supervisor find it. An unnamed server started by `start_link/1` outside a
   supervisor has nothing to come back to.
 
+  ## Undo
+
+  `commit/2`, `checkout/2`, `log/2` and `diff/3` work as their
+  `ExBashkit.Session` counterparts on the server's session. With
+  `undo: true`, the server commits after every change (the operations
+  `:checkpoint` names), and `undo/1` checks out the parent of the head:
+  the state before the last change; again, the one before that, within the
+  history the session keeps (`ExBashkit.Store.history_limit/0`). An
+  operation that left the state exactly as it was commits nothing; an exec
+  that wrote no file still sets `$_`, a change. A commit
+  hashes the session's whole filesystem, so each change costs about what
+  `commit/2` does (see its doc).
+
   ## Sessions across nodes
 
   `migrate/2` moves a live server to another node of the cluster, which must
@@ -99,7 +116,7 @@ defmodule ExBashkit.Server do
   alias ExBashkit.{Error, Result, Session}
   alias ExBashkit.Session.Credentials
 
-  @server_keys [:name, :checkpoint, :node, :checkpoint_id, :handoff_from]
+  @server_keys [:name, :checkpoint, :undo, :node, :checkpoint_id, :handoff_from]
   @remote_timeout 30_000
 
   @typedoc "A server: its pid or any `GenServer` name it was started with."
@@ -110,6 +127,7 @@ defmodule ExBashkit.Server do
           Session.option()
           | {:name, GenServer.name()}
           | {:checkpoint, boolean()}
+          | {:undo, boolean()}
           | {:node, node()}
 
   # -- starting ---------------------------------------------------------------
@@ -195,6 +213,16 @@ defmodule ExBashkit.Server do
               "started on #{node()} (it owns the checkpoint table)"
     end
 
+    undo =
+      case Keyword.get(server_opts, :undo, false) do
+        flag when is_boolean(flag) ->
+          flag
+
+        other ->
+          raise ArgumentError,
+                "ExBashkit.Server option :undo must be a boolean, got: #{inspect(other)}"
+      end
+
     node =
       case server_opts[:node] do
         node when is_atom(node) ->
@@ -208,6 +236,7 @@ defmodule ExBashkit.Server do
     config = %{
       name: name,
       checkpoint: checkpoint,
+      undo: undo,
       node: node,
       home: node(),
       id: server_opts[:checkpoint_id] || default_checkpoint_id(opts),
@@ -434,6 +463,49 @@ defmodule ExBashkit.Server do
   end
 
   @doc """
+  Commit the server's session (see `ExBashkit.Session.commit/2`).
+
+  ## Examples
+
+      iex> {:ok, pid} = ExBashkit.Server.start_link()
+      iex> {:ok, id} = ExBashkit.Server.commit(pid, %{step: 1})
+      iex> {:ok, [%{id: ^id}]} = ExBashkit.Server.log(pid)
+  """
+  @spec commit(server(), map()) :: {:ok, Session.commit_id()} | {:error, String.t()}
+  def commit(server, meta \\ %{}) when is_map(meta), do: call(server, {:commit, meta})
+
+  @doc "Check out a commit into the server's session (see `ExBashkit.Session.checkout/2`)."
+  @spec checkout(server(), Session.commit_id()) :: :ok | {:error, String.t()}
+  def checkout(server, commit_id), do: call(server, {:checkout, commit_id})
+
+  @doc "The server's session's history (see `ExBashkit.Session.log/2`)."
+  @spec log(server(), [{:limit, pos_integer()}]) ::
+          {:ok, [Session.commit()]} | {:error, String.t()}
+  def log(server, opts \\ []) when is_list(opts), do: call(server, {:log, opts})
+
+  @doc "What changed between two commits, or since one (see `ExBashkit.Session.diff/3`)."
+  @spec diff(server(), Session.commit_id(), Session.commit_id() | :current) ::
+          {:ok, %{created: [String.t()], modified: [String.t()], deleted: [String.t()]}}
+          | {:error, String.t()}
+  def diff(server, from_id, to_id \\ :current), do: call(server, {:diff, from_id, to_id})
+
+  @doc """
+  Go back to the state before the session's last commit: check out the
+  parent of its head. With `undo: true`, the state before the last change
+  (see "Undo"). `{:error, message}` when there is nothing to go back to.
+
+  ## Examples
+
+      iex> {:ok, pid} = ExBashkit.Server.start_link(undo: true)
+      iex> {:ok, _} = ExBashkit.Server.exec(pid, "echo oops > /f")
+      iex> ExBashkit.Server.undo(pid)
+      :ok
+      iex> {:error, _} = ExBashkit.Server.read_file(pid, "/f")
+  """
+  @spec undo(server()) :: :ok | {:error, String.t()}
+  def undo(server), do: call(server, :undo)
+
+  @doc """
   Read a file of the session (see `ExBashkit.Session.read_file/2`).
 
   ## Examples
@@ -559,8 +631,11 @@ defmodule ExBashkit.Server do
          {:ok, session} <- build(session, session_opts) do
       key = if config.checkpoint, do: Checkpoints.key(config.home, config.id)
 
+      session = recover(session, config, key)
+      if config.undo, do: Session.commit(session)
+
       state = %{
-        session: recover(session, config, key),
+        session: session,
         session_opts: session_opts,
         config: config,
         key: key,
@@ -600,7 +675,13 @@ defmodule ExBashkit.Server do
   end
 
   defp context(state) do
-    %{server: self(), key: state.key, home: state.config.home, id: state.config.id}
+    %{
+      server: self(),
+      key: state.key,
+      home: state.config.home,
+      id: state.config.id,
+      undo: state.config.undo
+    }
   end
 
   @impl true

@@ -372,7 +372,10 @@ defmodule ExBashkit.Session do
     virtual_fs: %{},
     egress: nil,
     callback_timeout_ms: Defaults.get(:builtin_timeout_ms),
-    max_reply_bytes: Defaults.get(:max_reply_bytes)
+    max_reply_bytes: Defaults.get(:max_reply_bytes),
+    # What `fork/2` builds the new session from: `new/1`'s configuration
+    # without its seed files (the fork's filesystem is the commit's).
+    fork_spec: nil
   ]
 
   @opaque t :: %__MODULE__{
@@ -383,7 +386,8 @@ defmodule ExBashkit.Session do
             virtual_fs: %{optional(String.t()) => term()},
             egress: ExBashkit.Egress.decider() | nil,
             callback_timeout_ms: pos_integer(),
-            max_reply_bytes: pos_integer()
+            max_reply_bytes: pos_integer(),
+            fork_spec: {map(), :in_node | :process} | nil
           }
 
   @typedoc "A filesystem entry's kind, as reported by `stat/2` and `list_dir/2`."
@@ -478,7 +482,9 @@ defmodule ExBashkit.Session do
           virtual_fs: parsed.virtual_fs,
           egress: parsed.egress,
           callback_timeout_ms: parsed.callback_timeout_ms,
-          max_reply_bytes: parsed.max_reply_bytes
+          max_reply_bytes: parsed.max_reply_bytes,
+          fork_spec:
+            {native |> Map.replace(:files, []) |> Map.replace(:rootfs, nil), parsed.isolation}
         }
 
       {:error, message} ->
@@ -1269,6 +1275,96 @@ defmodule ExBashkit.Session do
   end
 
   defp restore_session(other, _bytes, _opts), do: not_a_session!(other, "restore/3")
+  # -- history -------------------------------------------------------------------
+
+  @typedoc "A commit's id: 64 lowercase hex characters (the SHA-256 of its content)."
+  @type commit_id :: String.t()
+
+  @typedoc "One commit of `log/2`."
+  @type commit :: %{
+          id: commit_id(),
+          parents: [commit_id()],
+          meta: %{optional(String.t()) => String.t()},
+          at: DateTime.t() | nil
+        }
+
+  @doc """
+  Record the session's state (files, env, cwd, variables, functions,
+  aliases) as a commit in the node's `ExBashkit.Store`; returns its id.
+
+  The commit's parent is the session's head (its last commit or checkout),
+  and it becomes the new head. Content is addressed by its hash and stored
+  once, whoever holds it: a commit stores only what changed since the
+  head. `meta` is kept with it (keys strings or atoms, values strings,
+  atoms or numbers; `log/2` gives them back as strings), and so is the time
+  it was made. Like `snapshot/2`, it waits for a running script. A session
+  over a `:base` image is refused for now (its deletions from the image
+  would not be carried): use `snapshot/2` there.
+  Each session keeps its last `ExBashkit.Store.history_limit/0` commits
+  (100 unless configured); older ones are freed.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new()
+      iex> {:ok, _} = ExBashkit.Session.exec(session, "echo one > /f")
+      iex> {:ok, id} = ExBashkit.Session.commit(session, %{message: "first"})
+      iex> {:ok, _} = ExBashkit.Session.exec(session, "echo two > /f")
+      iex> ExBashkit.Session.checkout(session, id)
+      :ok
+      iex> ExBashkit.Session.read_file(session, "/f")
+      {:ok, "one\\n"}
+  """
+  @spec commit(t(), map()) :: {:ok, commit_id()} | {:error, String.t()}
+  def commit(%__MODULE__{} = session, meta \\ %{}),
+    do: ExBashkit.Session.History.commit(session, meta)
+
+  @doc """
+  Put the session back in the state of commit `commit_id` (files, env,
+  cwd, variables, functions and aliases as they were), which becomes its
+  head.
+
+  Any commit of the store will do, one of another session too (that is how
+  `fork/2` works). Refused with `{:error, message}`, the session unchanged,
+  for an id the store does not hold, a commit whose objects fail their
+  hash check, or one made by a session with capabilities (builtins,
+  `:python`, `:git`, `:sqlite`, `:typescript`) this one lacks. Host mounts
+  stay as they are (they are configuration), as with `restore/3`.
+  """
+  @spec checkout(t(), commit_id()) :: :ok | {:error, String.t()}
+  def checkout(%__MODULE__{} = session, commit_id),
+    do: ExBashkit.Session.History.checkout(session, commit_id)
+
+  @doc """
+  The session's history, newest first: its head and the commits it
+  descends from, as `%{id, parents, meta, at}` (`at` a `DateTime`).
+
+  Options: `:limit`, at most that many (default and bound: the commits a
+  session keeps, `ExBashkit.Store.history_limit/0`, 100 unless configured).
+  """
+  @spec log(t(), [{:limit, pos_integer()}]) :: {:ok, [commit()]} | {:error, String.t()}
+  def log(%__MODULE__{} = session, opts \\ []), do: ExBashkit.Session.History.log(session, opts)
+
+  @doc """
+  The paths created, modified and deleted (each list sorted) from commit
+  `from_id` to commit `to_id`, or to the session's state now (`:current`,
+  the default: that takes no commit and waits for a running script).
+  Directories count as paths; a file whose mode changed is modified.
+  """
+  @spec diff(t(), commit_id(), commit_id() | :current) ::
+          {:ok, %{created: [String.t()], modified: [String.t()], deleted: [String.t()]}}
+          | {:error, String.t()}
+  def diff(%__MODULE__{} = session, from_id, to_id \\ :current),
+    do: ExBashkit.Session.History.diff(session, from_id, to_id)
+
+  @doc """
+  A new, independent session in the same state as `session`: built with
+  the same options (its seed `:files` aside), then checked out from a
+  commit, so the two share their content in the store until either
+  writes. Without `commit:`, `session` is committed first and the fork
+  starts from that commit; `commit: id` forks from an older state.
+  """
+  @spec fork(t(), [{:commit, commit_id()}]) :: {:ok, t()} | {:error, String.t()}
+  def fork(%__MODULE__{} = session, opts \\ []), do: ExBashkit.Session.History.fork(session, opts)
 
   # -- bang variants ------------------------------------------------------------
   #

@@ -292,4 +292,46 @@ defmodule ExBashkit.ServerTest do
       assert {:ok, %Result{stdout: "via\n"}} = Server.exec(name, "echo $V")
     end
   end
+
+  describe "history" do
+    test "undo: true goes back one change at a time, before the first one too" do
+      {:ok, pid} = Server.start_link(undo: true)
+      {:ok, _} = Server.exec(pid, "echo 1 > /f")
+      {:ok, _} = Server.exec(pid, "echo 2 > /f; export X=x")
+      :ok = Server.write_file(pid, "/g", "g")
+
+      assert :ok = Server.undo(pid)
+      assert {:error, _} = Server.read_file(pid, "/g")
+      # An exec that changes no file still sets `$_`: a step of its own.
+      assert {:ok, %Result{stdout: "2\nx\n"}} = Server.exec(pid, "cat /f; echo $X")
+      assert :ok = Server.undo(pid)
+      assert :ok = Server.undo(pid)
+      assert {:ok, %Result{stdout: "1\n\n"}} = Server.exec(pid, "cat /f; echo $X")
+      assert :ok = Server.undo(pid)
+      assert :ok = Server.undo(pid)
+      assert {:error, _} = Server.read_file(pid, "/f")
+      assert {:error, "nothing to undo" <> _} = Server.undo(pid)
+    end
+
+    test "undo: true commits nothing for an operation that left the state as it was" do
+      {:ok, pid} = Server.start_link(undo: true)
+      :ok = Server.write_file(pid, "/f", "same")
+      {:ok, [%{id: head}]} = Server.log(pid, limit: 1)
+      :ok = Server.write_file(pid, "/f", "same")
+      assert {:ok, [%{id: ^head}]} = Server.log(pid, limit: 1)
+    end
+
+    test "commit, checkout, log and diff reach the server's session" do
+      {:ok, pid} = Server.start_link()
+      {:ok, _} = Server.exec(pid, "echo a > /a")
+      {:ok, first} = Server.commit(pid, %{step: "a"})
+      {:ok, _} = Server.exec(pid, "echo b > /b")
+      assert {:ok, %{created: ["/b"]}} = Server.diff(pid, first)
+      {:ok, second} = Server.commit(pid)
+      assert {:ok, [%{id: ^second}, %{id: ^first, meta: %{"step" => "a"}}]} = Server.log(pid)
+      assert :ok = Server.checkout(pid, first)
+      assert {:error, _} = Server.read_file(pid, "/b")
+      assert {:error, _} = Server.checkout(pid, String.duplicate("0", 64))
+    end
+  end
 end

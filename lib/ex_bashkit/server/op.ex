@@ -25,12 +25,16 @@ defmodule ExBashkit.Server.Op do
   @mutating_fs [:write_file, :mkdir, :remove, :rename]
   @reading_fs [:read_file, :list_dir, :stat]
 
-  @typedoc "Where a runner reports, and how it checkpoints (`key: nil`: it does not)."
+  @typedoc """
+  Where a runner reports, how it checkpoints (`key: nil`: it does not) and
+  whether it commits after a change (`undo`).
+  """
   @type context :: %{
           server: pid(),
           key: binary() | nil,
           home: node(),
-          id: term()
+          id: term(),
+          undo: boolean()
         }
 
   @doc false
@@ -51,6 +55,11 @@ defmodule ExBashkit.Server.Op do
   def queued?({:restore, bytes, opts}) when is_binary(bytes) and is_list(opts), do: true
   def queued?({:fs, fun, args}) when fun in @mutating_fs or fun in @reading_fs, do: is_list(args)
   def queued?({:migrate, node}) when is_atom(node), do: true
+  def queued?({:commit, meta}) when is_map(meta), do: true
+  def queued?({:checkout, _id}), do: true
+  def queued?({:log, opts}) when is_list(opts), do: true
+  def queued?({:diff, _from, _to}), do: true
+  def queued?(:undo), do: true
   def queued?(_), do: false
 
   @doc false
@@ -74,6 +83,10 @@ defmodule ExBashkit.Server.Op do
   def start(request, from, arrived_ms, session, context) do
     spawn_link(fn ->
       reply = run(request, from, arrived_ms, session, context.server)
+
+      if changing?(request, reply) and context.undo,
+        do: ExBashkit.Session.History.commit(session, %{}, true)
+
       if mutating?(request, reply), do: checkpoint(session, context)
       deliver(request, from, reply)
       send(context.server, {:op_done, self()})
@@ -141,6 +154,25 @@ defmodule ExBashkit.Server.Op do
   defp do_run({:fs, fun, args}, _from, _arrived, session, _server),
     do: apply(Session.Fs, fun, [session | args])
 
+  defp do_run({:commit, meta}, _from, _arrived, session, _server),
+    do: Session.commit(session, meta)
+
+  defp do_run({:checkout, id}, _from, _arrived, session, _server),
+    do: Session.checkout(session, id)
+
+  defp do_run({:log, opts}, _from, _arrived, session, _server), do: Session.log(session, opts)
+
+  defp do_run({:diff, from, to}, _from, _arrived, session, _server),
+    do: Session.diff(session, from, to)
+
+  defp do_run(:undo, _from, _arrived, session, _server) do
+    case Session.log(session, limit: 1) do
+      {:ok, [%{parents: [parent | _]}]} -> Session.checkout(session, parent)
+      {:ok, _} -> {:error, "nothing to undo: the session's head has no parent"}
+      {:error, _} = error -> error
+    end
+  end
+
   defp remaining(opts, arrived_ms) do
     case Keyword.get(opts, :timeout_ms) do
       ms when is_integer(ms) and ms >= 1 ->
@@ -153,8 +185,14 @@ defmodule ExBashkit.Server.Op do
     end
   end
 
+  # A change an undo goes back over: not the moves in history themselves.
+  defp changing?(request, reply),
+    do: mutating?(request, reply) and not match?({:checkout, _}, request) and request != :undo
+
   # A request that raised changed nothing.
   defp mutating?(_request, {@raise, _}), do: false
+  defp mutating?({:checkout, _}, _reply), do: true
+  defp mutating?(:undo, _reply), do: true
   defp mutating?({:exec, _, _}, _reply), do: true
   defp mutating?({:stream, _, _, _}, _reply), do: true
   defp mutating?(:reset, _reply), do: true

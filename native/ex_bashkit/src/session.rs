@@ -44,6 +44,7 @@ use crate::{run::runtime, run::warm};
 mod cost;
 mod exec;
 pub(crate) mod fs;
+pub(crate) mod history;
 pub(crate) mod lifecycle;
 pub(crate) mod line;
 pub(crate) mod mounts;
@@ -141,6 +142,8 @@ pub struct Session {
     attributes_set: AtomicBool,
     /// Its custom builtins, which its scripts' shapes count as builtins.
     own_commands: OwnCommands,
+    /// Its head in the content-addressed store (`session/history.rs`).
+    pub(crate) history: history::History,
 }
 
 impl Drop for Session {
@@ -189,8 +192,10 @@ impl Session {
         };
         LIVE.fetch_add(1, Ordering::Relaxed);
         let warm = eligible.then(|| Arc::clone(decoded));
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         Ok(Arc::new(Self {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id,
+            history: history::History::new(id),
             fs: RwLock::new(bash.fs()),
             layer: RwLock::new(layer),
             bash: Arc::new(tokio::sync::Mutex::new(bash)),

@@ -21,6 +21,10 @@
 //! {:glob, id, sid, request}        {:grep, id, sid, request}
 //! {:mount, id, sid, spec}          {:unmount, id, sid, vfs_path}
 //! {:describe, id, sid}
+//! {:history_commit, id, sid, request, call}
+//! {:history_checkout, id, sid, commit, objects, kept, limit, call}
+//! {:history_diff, id, sid, from, to | nil, objects, call}
+//! {:history_kept, id, sid}         {:history_roots, id, nil}
 //! {:export_tar, id, sid, request}
 //! {:load_image, image_id, tar}    {:drop_image, image_id}
 //! {:live_sessions, id}            {:running_scripts, id}
@@ -77,6 +81,7 @@ use crate::run::reply::{Caller, FrameWriter, ReplyTo};
 use crate::run::runtime::{self, RuntimeConfig};
 use crate::run::watchdog::ExecTicket;
 use crate::search;
+use crate::session::history;
 use crate::session::lifecycle::{Op, OpCallOptions};
 use crate::session::snapshot::{self, SnapshotRequest};
 use crate::session::{self, ExecCallOptions, Session};
@@ -476,6 +481,10 @@ fn dispatch(
         answer(id, frames, crate::result::give_up_value(given_up));
         return Ok(());
     }
+    if tag == "history_roots" {
+        answer(id, frames, history::ids_value(&history::roots()));
+        return Ok(());
+    }
     if tag == "running_scripts" {
         answer(id, frames, runtime::running_scripts().into());
         return Ok(());
@@ -545,6 +554,29 @@ fn dispatch(
             let op = op(session, "restore/3", id, items, 5)?;
             snapshot::restore(op, bytes, key.map(|k| k.0), reply);
         }
+        "history_commit" => {
+            let request =
+                history::CommitRequest::from_value(items.get(3).ok_or("missing options")?)?;
+            history::commit(op(session, "commit/2", id, items, 4)?, request, reply);
+        }
+        "history_checkout" => {
+            let objects: Vec<(String, Bytes)> = arg(items, 4)?;
+            let op = op(session, "checkout/2", id, items, 7)?;
+            history::checkout(
+                op,
+                arg(items, 3)?,
+                objects,
+                arg(items, 5)?,
+                arg(items, 6)?,
+                reply,
+            );
+        }
+        "history_diff" => {
+            let objects: Vec<(String, Bytes)> = arg(items, 5)?;
+            let op = op(session, "diff/3", id, items, 6)?;
+            history::diff(op, arg(items, 3)?, arg(items, 4)?, objects, reply);
+        }
+        "history_kept" => reply.finish(&history::ids_value(&session.history.kept())),
         "glob" => {
             let request = search::GlobRequest::from_value(items.get(3).ok_or("missing request")?)?;
             search::glob(session, request, reply);

@@ -62,10 +62,22 @@ defmodule ExBashkit.ReadmeSyncTest do
       ExBashkit.ReadmeBlocks.between(
         @readme,
         "## Tar images and shared base images",
-        "## Isolation"
+        "## History: commit, checkout, log, diff, fork"
       )
 
     assert length(blocks) == 1
     File.cd!(dir, fn -> ExBashkit.ReadmeBlocks.run(blocks, @readme) end)
+  end
+
+  test "the history example runs as pasted" do
+    blocks =
+      ExBashkit.ReadmeBlocks.between(
+        @readme,
+        "## History: commit, checkout, log, diff, fork",
+        "## Isolation"
+      )
+
+    assert length(blocks) == 1
+    ExBashkit.ReadmeBlocks.run(blocks, @readme)
   end
 end

@@ -40,7 +40,7 @@ defmodule ExBashkit.Reliability.GroupsTest do
     running = Task.async(fn -> Session.exec(hd(neighbours), "sleep 1; echo $KEEP") end)
 
     for _round <- 1..3 do
-      assert {:error, %{message: message}} = Session.exec(attacker, @crasher, timeout_ms: 20_000)
+      assert {:error, %{message: message}} = Session.run(attacker, @crasher, timeout_ms: 20_000)
       assert message =~ ~r/crashed|timed out/, message
     end
 

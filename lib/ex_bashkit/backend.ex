@@ -185,7 +185,7 @@ defmodule ExBashkit.Backend do
   def give_up(_resource, {:process, _name, _sid}, _id, _meta), do: nil
 
   defp give_up(%{timeout_ms: ms}, ask) when is_integer(ms) and ms < 0xFFFF_0000 do
-    slack = Worker.reply_slack_ms()
+    slack = ExBashkit.Deadline.slack_ms()
     %{at: System.monotonic_time(:millisecond) + ms + slack, timeout_ms: ms, ask: ask}
   end
 

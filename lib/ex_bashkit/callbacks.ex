@@ -60,7 +60,7 @@ defmodule ExBashkit.Callbacks do
   # the lock its own caller holds, so `ExBashkit.Session.exec/3` refuses it at
   # once with `{:error, _}`.
 
-  alias ExBashkit.{Backend, Egress, Error, Result, Worker}
+  alias ExBashkit.{Backend, Egress, Error, Result}
   alias ExBashkit.Callbacks.Answer
   alias ExBashkit.Session.Defaults
   alias ExBashkit.VirtualFs.Dispatch
@@ -202,9 +202,9 @@ defmodule ExBashkit.Callbacks do
         stop_handlers(handlers)
         given_up(ref, on_output, Error.stopped({:timeout, ms}, {stdout, stderr}))
 
-      # Not due yet (see `Worker.look_again_ms/1`).
+      # Not due yet (see `ExBashkit.Deadline.look_again_ms/1`).
       {:running, left} ->
-        at = System.monotonic_time(:millisecond) + Worker.look_again_ms(left)
+        at = System.monotonic_time(:millisecond) + ExBashkit.Deadline.look_again_ms(left)
         context = %{context | give_up: %{give_up | at: at}}
         await_loop(ref, context, on_output, event(ref, context, handlers), streamed)
 

@@ -34,6 +34,7 @@ defmodule ExBashkit.Native do
         do: {key, value}
   end
 
+  def answer_slack_ms, do: :erlang.nif_error(:nif_not_loaded)
   def session_new(_config), do: :erlang.nif_error(:nif_not_loaded)
   def session_new_inline(_config), do: :erlang.nif_error(:nif_not_loaded)
   def session_exec(_session, _script, _opts, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)

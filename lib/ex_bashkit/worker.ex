@@ -79,18 +79,8 @@ defmodule ExBashkit.Worker do
   use GenServer
   require Logger
 
-  alias ExBashkit.Native
+  alias ExBashkit.{Deadline, Native}
 
-  # How late a worker may answer a deadline or a cancel itself before this
-  # process answers for it. The worker's own answer comes once the script
-  # has stopped; one given here comes while it may still run (the
-  # session's next call waits for it), so it is kept for scripts that do
-  # not stop. A loaded worker answers late: the stopped script waits for
-  # its turn on a runner behind the others that are ready to run. Measured
-  # with endless CPU-bound loops on two workers
-  # (bench/DECISIONS.md): at most 37-88 ms late with 32 per worker, 250 ms
-  # with 64, 0.8-1.4 s with 255 (a worker's most).
-  @reply_slack_ms 1_000
   # How long the worker's reading thread may take to send an exec's output
   # so far, once asked (it reads every frame, and runs at most a quick
   # script between two).
@@ -111,20 +101,6 @@ defmodule ExBashkit.Worker do
 
   @typedoc "A request without its id: `{op, sid, args...}` (see `worker.rs`)."
   @type request :: tuple()
-
-  @doc false
-  # The same slack for a caller in the node, which answers itself
-  # (`ExBashkit.Backend.give_up/4`).
-  @spec reply_slack_ms() :: pos_integer()
-  def reply_slack_ms, do: @reply_slack_ms
-
-  @doc false
-  # When to look again at an exec that was not due yet (`{:running, left}`:
-  # it waited for its session's turn, and the session's own timeout counts
-  # from its start): when it is due, `left` ms (or in a second, while it
-  # still waits), plus the slack. Here and in a caller in the node.
-  @spec look_again_ms(non_neg_integer() | nil) :: pos_integer()
-  def look_again_ms(left), do: (left || 1_000) + @reply_slack_ms
 
   @doc false
   def child_spec(opts) do
@@ -295,14 +271,14 @@ defmodule ExBashkit.Worker do
       {stdout, stderr} when is_binary(stdout) and is_binary(stderr) ->
         {:noreply, answer_pending(state, id, {stdout, stderr})}
 
-      # Not overdue after all (see `look_again_ms/1`).
+      # Not overdue after all (see `ExBashkit.Deadline.look_again_ms/1`).
       {:running, left} ->
-        {:noreply, look_again(state, id, :deadline, look_again_ms(left))}
+        {:noreply, look_again(state, id, :deadline, Deadline.look_again_ms(left))}
 
       # It has just ended: its own answer is on its way. Answer without it
       # only if that has not come a second later.
       _ended ->
-        {:noreply, look_again(state, id, :ended, @reply_slack_ms)}
+        {:noreply, look_again(state, id, :ended, Deadline.slack_ms())}
     end
   end
 
@@ -321,7 +297,7 @@ defmodule ExBashkit.Worker do
     case {Map.get(state.answering, id), Map.get(state.routes, id)} do
       {{:timeout, _}, %{from_start: true, lates: lates} = route} when lates < @late_asks ->
         state = %{state | routes: Map.put(state.routes, id, %{route | lates: lates + 1})}
-        {:noreply, look_again(state, id, :deadline, look_again_ms(nil))}
+        {:noreply, look_again(state, id, :deadline, Deadline.look_again_ms(nil))}
 
       _ ->
         {:noreply, answer_pending(state, id, nil)}
@@ -422,7 +398,7 @@ defmodule ExBashkit.Worker do
 
   # Deadlines past what a timer can hold (about 49 days) are no deadline.
   defp deadline_timer(id, %{timeout_ms: ms}) when is_integer(ms) and ms < 0xFFFF_0000 do
-    Process.send_after(self(), {:deadline, id, {:timeout, ms}}, ms + @reply_slack_ms)
+    Process.send_after(self(), {:deadline, id, {:timeout, ms}}, ms + Deadline.slack_ms())
   end
 
   defp deadline_timer(_id, _meta), do: nil
@@ -432,7 +408,7 @@ defmodule ExBashkit.Worker do
   defp cancel_running(state, sid) do
     for {id, %{sid: ^sid, kind: :exec} = route} <- state.routes do
       cancel_timer(route)
-      Process.send_after(self(), {:deadline, id, :cancelled}, @reply_slack_ms)
+      Process.send_after(self(), {:deadline, id, :cancelled}, Deadline.slack_ms())
     end
 
     state

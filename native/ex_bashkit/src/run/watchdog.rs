@@ -309,9 +309,15 @@ pub fn schedule(at: Instant, ticket: &Arc<ExecTicket>) {
     push(at, ticket, Due::TimeOut);
 }
 
-/// How long a cancelled exec in the node may take to stop before it is
-/// answered in its stead: `ExBashkit.Worker`'s slack for a worker.
+/// How long an exec past its deadline, or cancelled, may take to stop
+/// before it is answered in its stead: the one slack of both languages
+/// (`ExBashkit.Deadline` reads it through [`answer_slack_ms`]).
 pub const ANSWER_SLACK: Duration = Duration::from_secs(1);
+
+#[rustler::nif]
+fn answer_slack_ms() -> u64 {
+    ANSWER_SLACK.as_millis() as u64
+}
 
 /// In the node, answer cancelled `ticket` [`ANSWER_SLACK`] from now if it
 /// still runs then ([`ExecTicket::answer_cancelled`]).

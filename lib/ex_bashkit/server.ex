@@ -193,19 +193,22 @@ defmodule ExBashkit.Server do
   defp target_node(nil), do: node()
   defp target_node(node), do: if(node in Node.list(), do: node, else: node())
 
+  defp boolean!(server_opts, key) do
+    case Keyword.get(server_opts, key, false) do
+      flag when is_boolean(flag) ->
+        flag
+
+      other ->
+        raise ArgumentError,
+              "ExBashkit.Server option #{inspect(key)} must be a boolean, got: #{inspect(other)}"
+    end
+  end
+
   defp config!(opts) do
     {server_opts, session_opts} = Keyword.split(opts, @server_keys)
     name = Naming.validate!(server_opts[:name])
 
-    checkpoint =
-      case Keyword.get(server_opts, :checkpoint, false) do
-        flag when is_boolean(flag) ->
-          flag
-
-        other ->
-          raise ArgumentError,
-                "ExBashkit.Server option :checkpoint must be a boolean, got: #{inspect(other)}"
-      end
+    checkpoint = boolean!(server_opts, :checkpoint)
 
     if checkpoint and not Checkpoints.available?() do
       raise ArgumentError,
@@ -213,15 +216,7 @@ defmodule ExBashkit.Server do
               "started on #{node()} (it owns the checkpoint table)"
     end
 
-    undo =
-      case Keyword.get(server_opts, :undo, false) do
-        flag when is_boolean(flag) ->
-          flag
-
-        other ->
-          raise ArgumentError,
-                "ExBashkit.Server option :undo must be a boolean, got: #{inspect(other)}"
-      end
+    undo = boolean!(server_opts, :undo)
 
     node =
       case server_opts[:node] do

@@ -5,8 +5,10 @@ defmodule ExBashkit.MCP.Protocol do
   Pure functions; the transports and `ExBashkit.MCP.Session` call them.
   """
 
-  # Newest first: the first is what a client asking for a version we do
-  # not know gets (the spec's rule for the initialize handshake).
+  # MCP names its protocol versions by the date of each revision of the
+  # spec; these are names, not when anything here was measured. Newest
+  # first: the first is what a client asking for a version we do not know
+  # gets (the spec's rule for the initialize handshake).
   @versions ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
 
   @codes %{

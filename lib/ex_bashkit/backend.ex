@@ -60,11 +60,23 @@ defmodule ExBashkit.Backend do
 
   def new(config, :process, _inline?, group) do
     {config, image} = base_image(config)
-    build_in_worker(config, image, group, 2)
+    build_in_worker(config, image, &WorkerPool.place(&1, group), 2)
   end
 
-  defp build_in_worker(config, image, group, tries) do
-    with {:ok, name} <- WorkerPool.place(config, group),
+  @doc false
+  # Build a fork of the session at `location` from `config`: in the
+  # parent's process (the same tenant) when it has one.
+  @spec new_beside(map(), location(), boolean()) ::
+          {:ok, reference(), location()} | {:error, String.t()}
+  def new_beside(config, {:process, name, _sid}, _inline?) do
+    {config, image} = base_image(config)
+    build_in_worker(config, image, &WorkerPool.place_beside(name, &1), 2)
+  end
+
+  def new_beside(config, :in_node, inline?), do: new(config, :in_node, inline?)
+
+  defp build_in_worker(config, image, place, tries) do
+    with {:ok, name} <- place.(config),
          {:ok, worker} <- whereis(name) do
       sid = System.unique_integer([:positive])
 
@@ -76,7 +88,7 @@ defmodule ExBashkit.Backend do
         # this one was placed on it: a new one starts.
         {:error, "worker process exited: " <> why}
         when why in [":normal", ":noproc"] and tries > 1 ->
-          build_in_worker(config, image, group, tries - 1)
+          build_in_worker(config, image, place, tries - 1)
 
         {:error, _} = error ->
           # The worker keeps nothing of a session that failed to build.
@@ -267,8 +279,12 @@ defmodule ExBashkit.Backend do
   @spec fs(reference(), location(), tuple()) :: term()
   def fs(resource, :in_node, request), do: nif(Native.fs_call(resource, request))
 
-  def fs(_resource, {:process, worker, sid}, request),
-    do: Worker.call(worker, {:fs, sid, request})
+  def fs(_resource, {:process, name, sid}, request) do
+    case whereis(name) do
+      {:ok, worker} -> Worker.call(worker, {:fs, sid, request})
+      {:error, message} -> {:error, ExBashkit.Error.new(:lost, message)}
+    end
+  end
 
   @doc false
   # `{:ok, grants}` of `runtime_mounts::describe` (mounts, network, limits).

@@ -92,6 +92,12 @@ defmodule ExBashkit.Worker do
   # late without being frozen.
   @late_asks 2
   @lifecycle_kinds [:state, :reset, :snapshot, :restore]
+  # What a spare runs before its session comes (see `handle_info(:warm, _)`):
+  # the commands most first scripts use.
+  @warm_up_script """
+  n=0; for i in 1 2 3; do n=$((n + i)); done; f() { echo "$1"; }
+  mkdir -p /tmp/w && cd /tmp/w && f "$n" > a && cat a | grep 6 | wc -l; export W=1; unset W
+  """
   # Interpreter threads of a worker: 16 MiB stacks (a stack overflow only
   # ends the worker, unlike in the node), at most 256 scripts at once; the
   # address-space limit makes room for all of them on top of `:max_memory`
@@ -104,16 +110,27 @@ defmodule ExBashkit.Worker do
 
   @doc false
   def child_spec(opts) do
-    %{id: Keyword.fetch!(opts, :name), start: {__MODULE__, :start_link, [opts]}}
+    %{id: Keyword.get(opts, :name, __MODULE__), start: {__MODULE__, :start_link, [opts]}}
   end
 
   @doc """
-  Start a worker owner registered as `opts[:name]`. The OS process starts
-  on the first request.
+  Start a worker owner registered as `opts[:name]` (unregistered when nil:
+  a spare, named when claimed). The OS process starts on the first request.
   """
   @spec start_link(keyword()) :: GenServer.on_start()
   def start_link(opts),
-    do: GenServer.start_link(__MODULE__, opts, name: Keyword.fetch!(opts, :name))
+    do: GenServer.start_link(__MODULE__, opts, name: Keyword.get(opts, :name))
+
+  @doc false
+  # Register the spare `worker` under `name` (`{:via, Registry, {registry,
+  # key}}`), for the session about to be built there. `:ok`, or
+  # `{:error, reason}` when the name is taken or the spare is gone.
+  @spec claim(pid(), GenServer.name()) :: :ok | {:error, term()}
+  def claim(worker, {:via, Registry, {registry, key}}) do
+    GenServer.call(worker, {:claim, registry, key})
+  catch
+    :exit, reason -> {:error, reason}
+  end
 
   @doc false
   # Send `request` to the worker; its messages reach the caller tagged with
@@ -192,8 +209,9 @@ defmodule ExBashkit.Worker do
        # ids past their deadline waiting for their output so far: id => why
        answering: %{},
        grace_ms: Keyword.get(opts, :grace_ms, 2_000),
-       # a group's own worker stops with its last session
-       stop_when_idle: Keyword.get(opts, :stop_when_idle, false)
+       # a session's or group's own worker stops with its last session
+       stop_when_idle: Keyword.get(opts, :stop_when_idle, false),
+       held: false
      }
      |> Map.merge(settings(opts))}
   end
@@ -201,10 +219,40 @@ defmodule ExBashkit.Worker do
   @impl true
   def handle_call(:os_pid, _from, state), do: {:reply, state.os_pid, state}
 
+  def handle_call({:claim, registry, key}, _from, state) do
+    case Registry.register(registry, key, nil) do
+      {:ok, _owner} -> {:reply, :ok, %{state | stop_when_idle: true}}
+      {:error, reason} -> {:reply, {:error, reason}, state}
+    end
+  end
+
   @impl true
   def handle_info({:ex_bashkit_request, pid, ref, id, request, meta}, state) do
     {:noreply, route(state, pid, ref, id, request, meta)}
   end
+
+  # A spare starts its OS process before its first session comes, and runs
+  # a one-shot script there: a fresh process builds its first interpreter
+  # and runs its first commands 10-50 times slower than the next ones
+  # (code paged in, tables built on first use), which its session's first
+  # calls would otherwise pay.
+  def handle_info(:warm, state) do
+    case ensure_port(state) do
+      {:ok, state} ->
+        id = System.unique_integer([:positive])
+        route = %{pid: self(), ref: :warm_up, mref: nil, sid: nil, kind: :warm_up, timer: nil}
+        state = %{state | routes: Map.put(state.routes, id, route)}
+        config = ExBashkit.Session.Options.parse_default!().native
+        {:noreply, send_frame(state, {:exec_once, id, config, @warm_up_script})}
+
+      {:error, _message} ->
+        {:noreply, state}
+    end
+  end
+
+  def handle_info({tag, :warm_up, _payload}, state)
+      when tag in [:ex_bashkit_reply, :ex_bashkit_output],
+      do: {:noreply, state}
 
   def handle_info({:ex_bashkit_cast, frame}, state) do
     {:noreply, send_frame(state, frame)}
@@ -218,14 +266,11 @@ defmodule ExBashkit.Worker do
     }
 
     state = if(state.port, do: send_frame(state, {:drop, sid}), else: state)
-
-    if state.stop_when_idle and state.sessions == %{},
-      do: {:stop, :normal, state},
-      else: {:noreply, prune_images(state)}
+    stop_if_idle(prune_images(state))
   end
 
   def handle_info({port, {:data, frame}}, %{port: port} = state) do
-    {:noreply, deliver(state, decode(frame))}
+    stop_if_idle(deliver(state, decode(frame)))
   end
 
   def handle_info({port, {:exit_status, status}}, %{port: port} = state) do
@@ -336,6 +381,20 @@ defmodule ExBashkit.Worker do
     _, _ -> :ok
   end
 
+  # A session's own process (or a group's) stops with its last session,
+  # once the calls still in flight are answered: a session collected while
+  # its last call runs (the call holds its location, not its handle) still
+  # gets that answer.
+  # Only once it has held one: a process started (or claimed) for a
+  # session may answer something else before that session's `new` comes.
+  defp stop_if_idle(
+         %{stop_when_idle: true, held: true, sessions: sessions, routes: routes} = state
+       )
+       when map_size(sessions) == 0 and map_size(routes) == 0,
+       do: {:stop, :normal, state}
+
+  defp stop_if_idle(state), do: {:noreply, state}
+
   # -- routing --------------------------------------------------------------
 
   defp route(state, pid, ref, id, request, meta) do
@@ -357,7 +416,11 @@ defmodule ExBashkit.Worker do
           {:ok, state} ->
             state =
               if kind == :new,
-                do: %{state | sessions: Map.put(state.sessions, sid, elem(request, 2))},
+                do: %{
+                  state
+                  | sessions: Map.put(state.sessions, sid, elem(request, 2)),
+                    held: true
+                },
                 else: state
 
             state =

@@ -26,32 +26,35 @@ defmodule ExBashkit.WorkerPool do
       (default `false`: a missing layer is only reported, by
       `ExBashkit.Session.info/1`).
 
-    * `:max_worker_processes` - how many worker processes of their own
-      sessions may hold at once (those of a `:group`, or of a session with
-      `limits: [max_memory_bytes: n]`; default 1 000). A session past it is
-      refused: `ExBashkit.Session.new/1` raises `ArgumentError` saying
-      `max_worker_processes` was reached. It never gets a seat beside
-      another group.
+    * `:max_worker_processes` - how many worker processes sessions may
+      hold at once (one per session without a `:group`, one per group;
+      default 1 000; `process_count/0` says how many now). A session past
+      it is refused: `ExBashkit.Session.new/1` raises `ArgumentError`
+      saying `max_worker_processes` was reached. It never gets a seat
+      beside another session or group.
 
-  Sessions given a `:group` (see `ExBashkit.Session.new/1`) live on a
-  worker process of that group's own, started on the first such session
-  and stopped with its last; so does a session given
-  `limits: [max_memory_bytes: n]` without a group, alone (its process is
-  capped at `n`; a group's at its first session's `n`, default 512 MiB).
-  A crash there costs that group only.
+  Each session lives on a worker OS process of its own, started for it
+  (one already started and confined waits for the next session: its
+  `new/1` does not pay the start) and stopped with it; its forks
+  (`ExBashkit.Session.fork/2`) live there too. Sessions given a `:group`
+  (see `ExBashkit.Session.new/1`) share a process of that group's own,
+  started on the first such session and stopped with its last. A process
+  is capped at its first session's `limits: [max_memory_bytes: n]`,
+  default 512 MiB. A crash there costs that session (or group) only.
 
-  There are three families of shared workers, `:worker_pool_size` each,
-  and each starts its OS process on first use: sessions granted network
-  (`:allow_net`) live on workers that keep the VM's network namespace; all
-  other sessions live on workers in a network namespace of their own, which
-  reaches nothing; one-shot `ExBashkit.exec/2` scripts run on workers of
-  their own (no network either), which hold no session: a crash there costs
-  the other one-shots in flight on that process, and no session anything.
+  Sessions granted network (`:allow_net`) live in the VM's network
+  namespace; all others in a network namespace of their own, which reaches
+  nothing. One-shot `ExBashkit.exec/2` scripts run on `:worker_pool_size`
+  shared workers of their own (no network either), which hold no session:
+  a crash there costs the other one-shots in flight on that process, and
+  no session anything. `:worker_pool_size` also sizes the shared families
+  `pick/1` answers from (sessions no longer live there).
   """
 
   use Supervisor
 
   alias ExBashkit.Worker
+  alias ExBashkit.WorkerPool.Spares
 
   # Shared workers: sessions without network, sessions with, one-shots.
   @families [:offline, :network, :once]
@@ -83,8 +86,10 @@ defmodule ExBashkit.WorkerPool do
 
     own = [
       {Registry, keys: :unique, name: @registry},
+      # Room for the spares beside the bound (`Spares`).
       {DynamicSupervisor,
-       name: @own, strategy: :one_for_one, max_children: max_worker_processes()}
+       name: @own, strategy: :one_for_one, max_children: max_worker_processes() + 2},
+      Spares
     ]
 
     Supervisor.init(own ++ shared, strategy: :one_for_one)
@@ -105,18 +110,26 @@ defmodule ExBashkit.WorkerPool do
 
   @doc false
   # The worker a new session of `group` (nil: none) with native
-  # configuration `config` lives on: a process of the group's own, or of its
-  # own when it has a `max_memory_bytes` limit, else a shared one
-  # (`pick/1`).
+  # configuration `config` lives on: a process of the group's own, or of
+  # the session's own without a group (the spare, when it has no
+  # `max_memory_bytes` limit: `Spares`).
   @spec place(map(), term()) :: {:ok, GenServer.name()} | {:error, String.t()}
   def place(config, group) do
     memory = get_in(config, [:limits, :max_memory_bytes])
 
-    cond do
-      group == nil and memory == nil -> pick(config)
-      group == nil -> own_worker({family(config), {:own, make_ref()}, memory})
-      true -> own_worker({family(config), {:group, group}, memory})
+    case group do
+      nil -> own_worker({family(config), {:own, make_ref()}, memory})
+      group -> own_worker({family(config), {:group, group}, memory})
     end
+  end
+
+  @doc false
+  # The worker of a fork of the session on worker `name`: its parent's
+  # process (the same tenant), or, if that has stopped, one as `place/2`
+  # gives.
+  @spec place_beside(GenServer.name(), map()) :: {:ok, GenServer.name()} | {:error, String.t()}
+  def place_beside(name, config) do
+    if GenServer.whereis(name), do: {:ok, name}, else: place(config, group({:process, name, 0}))
   end
 
   defp own_worker({family, _owner, memory} = key) do
@@ -125,7 +138,6 @@ defmodule ExBashkit.WorkerPool do
 
     opts =
       Keyword.merge(worker_options(),
-        name: name,
         network: family == :network,
         max_memory: memory || @group_max_memory,
         stop_when_idle: true
@@ -133,17 +145,23 @@ defmodule ExBashkit.WorkerPool do
 
     case GenServer.whereis(name) do
       pid when is_pid(pid) -> {:ok, name}
-      nil -> start_own(Supervisor.child_spec({Worker, opts}, restart: :transient), name)
+      nil -> start_own(key, name, opts)
     end
   end
 
-  # `:max_children` holds the bound given at start exactly; the count
-  # checked first holds a bound lowered since (the config is read now).
-  defp start_own(spec, name) do
-    if DynamicSupervisor.count_children(@own).active >= max_worker_processes() do
+  # Every process of a session or group is registered under its key: the
+  # count is theirs (a spare waiting for its session is not counted).
+  defp start_own({family, owner, memory}, name, opts) do
+    if Registry.count(@registry) >= max_worker_processes() do
       {:error, max_reached()}
     else
-      case DynamicSupervisor.start_child(@own, spec) do
+      started =
+        case {owner, memory} do
+          {{:own, _}, nil} -> Spares.claim(family, name, opts, &start_worker/1)
+          _ -> start_worker(Keyword.put(opts, :name, name))
+        end
+
+      case started do
         {:ok, _pid} -> {:ok, name}
         {:error, {:already_started, _pid}} -> {:ok, name}
         {:error, :max_children} -> {:error, max_reached()}
@@ -152,10 +170,27 @@ defmodule ExBashkit.WorkerPool do
     end
   end
 
+  # A named worker is restarted under its name if its owner process ever
+  # fails; a spare (no name yet) is not: a restarted one would be nobody's.
+  defp start_worker(opts) do
+    restart = if opts[:name], do: :transient, else: :temporary
+    DynamicSupervisor.start_child(@own, Supervisor.child_spec({Worker, opts}, restart: restart))
+  end
+
   defp max_reached do
     "max_worker_processes (#{max_worker_processes()}) reached: no worker process for " <>
-      "another group; raise config :ex_bashkit, :max_worker_processes, or end sessions " <>
-      "of other groups"
+      "another session or group; raise config :ex_bashkit, :max_worker_processes, or end " <>
+      "other sessions"
+  end
+
+  @doc """
+  How many worker processes sessions hold of their own now (one per
+  session without a `:group`, one per group): what
+  `:max_worker_processes` bounds.
+  """
+  @spec process_count() :: non_neg_integer()
+  def process_count do
+    if Process.whereis(@registry), do: Registry.count(@registry), else: 0
   end
 
   @doc false

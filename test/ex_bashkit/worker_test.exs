@@ -10,10 +10,12 @@ defmodule ExBashkit.WorkerTest do
   @stack_reservation 256 * 16 * 1024 * 1024
   @mapping_slack 1024 * 1024 * 1024
 
-  test "--max-memory is :worker_max_memory; the address space adds stacks and slack" do
-    max_memory = Application.get_env(:ex_bashkit, :worker_max_memory, 4 * 1024 ** 3)
-    %Session{location: {:process, worker, _sid}} = Session.new(isolation: :process)
-    os_pid = Worker.os_pid(worker)
+  test "--max-memory is the session's max_memory_bytes; the address space adds stacks and slack" do
+    max_memory = 300 * 1024 * 1024
+
+    session = Session.new(isolation: :process, limits: [max_memory_bytes: max_memory])
+
+    os_pid = Session.info(session).os_pid
 
     args = "/proc/#{os_pid}/cmdline" |> File.read!() |> String.split(<<0>>)
 

@@ -49,6 +49,37 @@ defmodule ExBashkit.Reliability.GroupsTest do
     assert Enum.map(neighbours, &os_pid/1) == pids
   end
 
+  test "on the default options each session has a process of its own: a crasher costs its neighbours nothing" do
+    neighbours =
+      for i <- 1..8 do
+        session = Session.new(files: %{"/data" => "file #{i}"})
+
+        assert {:ok, _} =
+                 Session.exec(session, "export KEEP=#{i}; cd /tmp; greet() { echo hello #{i}; }")
+
+        session
+      end
+
+    pids = Enum.map(neighbours, &os_pid/1)
+    assert length(Enum.uniq(pids)) == 8
+    attacker = Session.new()
+    refute os_pid(attacker) in pids
+    running = Task.async(fn -> Session.exec(hd(neighbours), "sleep 1; echo $KEEP") end)
+
+    # Again and again: each crash costs the attacker's own process only.
+    for _round <- 1..3 do
+      assert {:error, %{message: message}} = Session.run(attacker, @crasher, timeout_ms: 20_000)
+      assert message =~ ~r/crashed|timed out/, message
+    end
+
+    assert {:ok, {:ok, %Result{stdout: "1\n"}}} = Task.yield(running, 30_000)
+    for {session, i} <- Enum.with_index(neighbours, 1), do: assert_intact(session, i)
+    assert Enum.map(neighbours, &os_pid/1) == pids
+    # A fork lives in its parent's process (the same tenant).
+    assert {:ok, fork} = Session.fork(hd(neighbours))
+    assert os_pid(fork) == hd(pids)
+  end
+
   test "sessions of one group share a process; a group never shares with another" do
     [a, b] = for _ <- 1..2, do: Session.new(group: :shared_group)
     other = Session.new(group: :another_group)
@@ -61,6 +92,7 @@ defmodule ExBashkit.Reliability.GroupsTest do
     refute pid_plain in [pid_a, pid_other], inspect({pid_plain, pid_a, pid_other})
     assert Session.info(a).group == :shared_group
     assert Session.info(plain).group == nil
+    refute os_pid(Session.new()) == pid_plain
   end
 
   test "limits: [max_memory_bytes: n] gives a session a process of its own, capped" do
@@ -81,7 +113,9 @@ defmodule ExBashkit.Reliability.GroupsTest do
     group = {:short_lived, System.unique_integer()}
     session = Session.new(group: group)
     pid = os_pid(session)
-    [worker] = for w <- ExBashkit.WorkerPool.workers(), is_pid(w), Worker.os_pid(w) == pid, do: w
+    {:process, name, _sid} = session.location
+    worker = GenServer.whereis(name)
+    assert Worker.os_pid(worker) == pid
     ref = Process.monitor(worker)
     # The session's handle is its only reference: drop it and collect it.
     session = nil

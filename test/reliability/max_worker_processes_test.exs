@@ -10,13 +10,14 @@ defmodule ExBashkit.Reliability.MaxWorkerProcessesTest do
 
   test "a session past max_worker_processes is refused, saying so; below it, it starts" do
     held = Session.new(group: :held_group)
-    active = DynamicSupervisor.count_children(ExBashkit.OwnWorkers).active
+    active = ExBashkit.WorkerPool.process_count()
     previous = Application.get_env(:ex_bashkit, :max_worker_processes)
     Application.put_env(:ex_bashkit, :max_worker_processes, active)
 
     try do
       error = assert_raise ArgumentError, fn -> Session.new(group: :one_too_many) end
       assert error.message =~ "max_worker_processes (#{active}) reached"
+      assert_raise ArgumentError, ~r/max_worker_processes/, fn -> Session.new() end
       # A session of a group that has its process already still fits.
       assert %{group: :held_group} = Session.info(Session.new(group: :held_group))
     after

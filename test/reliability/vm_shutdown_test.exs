@@ -20,7 +20,7 @@ defmodule ExBashkit.Reliability.VmShutdownTest do
   alias ExBashkit.Session
   long = [limits: [timeout_ms: 60_000, max_commands: 1_000_000_000_000,
           max_loop_iterations: 1_000_000_000_000, max_total_loop_iterations: 1_000_000_000_000]]
-  keep = for i <- 1..2_000, do: Session.new(files: %{"/f" => "#{i}"})
+  keep = for i <- 1..2_000, do: Session.new(files: %{"/f" => "#{i}"}, group: :keep)
   for _ <- 1..3 do
     s = Session.new(long)
     spawn(fn -> Session.exec(s, "while true; do :; done") end)

@@ -153,7 +153,7 @@ defmodule ExBashkit.Security.CredentialsTest do
 
   test "a worker's owner keeps it sealed", %{opts: opts} do
     %Session{location: {:process, name, _sid}} = used(opts ++ [isolation: :process])
-    refute_secret(:sys.get_state(Process.whereis(name)))
+    refute_secret(:sys.get_state(GenServer.whereis(name)))
   end
 
   # A crash report of a GenServer logs its status (`format_status/1`'s view
@@ -164,7 +164,7 @@ defmodule ExBashkit.Security.CredentialsTest do
     {:ok, pool} = Pool.start_link(name: nil, size: 1, session: opts)
     %Session{location: {:process, name, _}} = used(opts ++ [isolation: :process])
 
-    for pid <- [server, pool, Process.whereis(name)] do
+    for pid <- [server, pool, GenServer.whereis(name)] do
       status = :sys.get_status(pid)
       refute_secret(status)
       # The formatted text too, as a log handler would print it.

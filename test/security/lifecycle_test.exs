@@ -323,21 +323,11 @@ defmodule ExBashkit.Security.LifecycleTest do
     end
   end
 
-  # Sessions on one worker process (process mode); any sessions in the node.
+  # Sessions of one group, so on one worker process (process mode).
   defp colocated_sessions(n_big) do
-    sessions = for _ <- 1..(4 * (n_big + 1)), do: Session.new(limits: [timeout_ms: 120_000])
-
-    group =
-      sessions
-      |> Enum.group_by(fn s ->
-        case s.location do
-          {:process, name, _sid} -> name
-          other -> other
-        end
-      end)
-      |> Map.values()
-      |> Enum.find(&(length(&1) >= n_big + 1))
-
-    {Enum.take(group, n_big), Enum.at(group, n_big)}
+    group = {:colocated, make_ref()}
+    opts = [limits: [timeout_ms: 120_000], group: group]
+    sessions = for _ <- 1..(n_big + 1), do: Session.new(opts)
+    {Enum.take(sessions, n_big), Enum.at(sessions, n_big)}
   end
 end

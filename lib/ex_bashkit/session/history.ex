@@ -84,11 +84,11 @@ defmodule ExBashkit.Session.History do
 
   @doc false
   @spec fork(Session.t(), term()) :: {:ok, Session.t()} | {:error, String.t()}
-  def fork(%Session{fork_spec: {native, isolation}} = session, opts) do
+  def fork(%Session{fork_spec: {native, _isolation}} = session, opts) do
     id = fork_point!(opts)
 
     with {:ok, id} <- if(id, do: {:ok, id}, else: commit(session, %{})),
-         {:ok, resource, location} <- Backend.new(native, isolation, false) do
+         {:ok, resource, location} <- Backend.new_beside(native, session.location, false) do
       fork = %{session | resource: resource, location: location}
 
       with :ok <- checkout(fork, id), do: {:ok, fork}

@@ -60,12 +60,10 @@ defmodule ExBashkit.Session.Options do
          "`fs_usage`."},
     max_files: {"10,000", "files (directories excluded) in the in-memory filesystem, likewise."},
     max_memory_bytes:
-      {"none (512 MiB once given a process of its own)",
+      {"512 MiB (a group: its first session's)",
        "heap of the session's worker OS process (`isolation: :process`), enforced as an " <>
          "address-space cap (plus room for thread stacks): past it allocations fail and " <>
-         "that process dies, costing only its own sessions. Giving it (or `:group`) gives " <>
-         "the session a process of its own (see `:group`); without either the session " <>
-         "shares the pool's workers and their `:worker_max_memory`. Ignored in the node."},
+         "that process dies, costing only its own session (or group). Ignored in the node."},
     max_file_bytes:
       {"10,000,000",
        "size of one file in the in-memory filesystem; also bounds one read from a host " <>
@@ -393,9 +391,8 @@ defmodule ExBashkit.Session.Options do
           "with `isolation: :process`, the sessions given the same group (one tenant, one " <>
             "agent's helpers) share worker OS processes of their own, never a process with " <>
             "a session of another group or a session without one: a crash of a group's " <>
-            "process costs only that group. Without `:group` (and without " <>
-            "`limits: [max_memory_bytes: n]`, which gives the session a process of its " <>
-            "own) a session shares the pool's workers. Bounded by " <>
+            "process costs only that group. Without `:group` a session has a process of its " <>
+            "own. Bounded by " <>
             "`config :ex_bashkit, max_worker_processes:` (see `ExBashkit.WorkerPool`)."
       },
       %{

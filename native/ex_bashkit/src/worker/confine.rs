@@ -132,6 +132,10 @@ mod os {
         unsafe {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
             libc::setpriority(libc::PRIO_PROCESS, 0, 10);
+            // No transparent huge pages from here on: with a process per
+            // session, an idle one measured 7.5 MB PSS without them and
+            // 14 MB with them (2 MiB per region it touched).
+            libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
         }
         // When the machine runs out of memory, the kernel should end a
         // worker, never the VM. Written before the user namespace, whose

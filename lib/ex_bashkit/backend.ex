@@ -260,14 +260,25 @@ defmodule ExBashkit.Backend do
   @doc false
   # Every commit a live session of this node keeps, in the node and in
   # every worker: the store's GC roots. Raises when a worker cannot say,
-  # so that the collector frees nothing on doubt.
+  # so that the collector frees nothing on doubt. A worker whose owner
+  # stopped meanwhile (its last session gone), or whose OS process died,
+  # keeps nothing.
   @spec history_roots() :: [String.t()]
   def history_roots do
     workers =
-      for name <- WorkerPool.workers(), pid = Process.whereis(name), is_pid(pid) do
+      for name <- WorkerPool.workers(), pid = GenServer.whereis(name), is_pid(pid) do
         case Worker.call(pid, {:history_roots, nil}) do
-          roots when is_list(roots) -> roots
-          other -> raise "worker #{inspect(name)} did not list its roots: #{inspect(other)}"
+          roots when is_list(roots) ->
+            roots
+
+          # Its OS process died: its sessions come back without history.
+          {:error, %ExBashkit.Error{reason: :crashed}} ->
+            []
+
+          other ->
+            if Process.alive?(pid),
+              do: raise("worker #{inspect(name)} did not list its roots: #{inspect(other)}"),
+              else: []
         end
       end
 

@@ -731,7 +731,7 @@ defmodule ExBashkit.Session do
     * `:os_pid` - the worker's OS pid (nil in the node, or before its
       process has started);
     * `:group` - the session's `:group` (nil without one: the session has a
-      process of its own, or shares the pool's workers, see `new/1`);
+      process of its own, see `new/1`);
     * `:confinement` - the layers that process holds (see
       `ExBashkit.Worker`, "Confinement"): `:seccomp`, `:landlock` and
       `:no_new_privs` booleans, `:namespaces` (a list of `:user`,

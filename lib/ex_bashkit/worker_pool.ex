@@ -5,13 +5,14 @@ defmodule ExBashkit.WorkerPool do
 
   `config :ex_bashkit` keys, read when the application starts:
 
-    * `:worker_pool_size` - how many worker processes (default: the number
-      of online schedulers). Sessions are spread over them round-robin and
-      stay on theirs for life; a worker serves many sessions.
-    * `:worker_max_memory` - how much heap each worker may use, in bytes
-      (default 4 GiB), enforced as an address-space limit (this plus room
-      for its thread stacks): past it, allocations fail and the worker dies,
-      taking only its own sessions' in-flight execs with it. Workers also
+    * `:worker_pool_size` - how many shared workers run one-shot scripts
+      (default: the number of online schedulers), spread round-robin.
+      Sessions never live there (see below).
+    * `:worker_max_memory` - how much heap each shared worker may use, in
+      bytes (default 4 GiB), enforced as an address-space limit (this plus
+      room for its thread stacks): past it, allocations fail and the worker
+      dies, taking only its own in-flight execs with it. (A session's own
+      process is capped by its `limits: [max_memory_bytes: n]`.) Workers also
       volunteer as the kernel's first choice when memory runs out. A limit
       the worker cannot set ends it at start (it never runs unconfined).
     * `:worker_max_cpu_seconds` - CPU-time backstop of each worker process

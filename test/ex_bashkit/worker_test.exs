@@ -29,6 +29,8 @@ defmodule ExBashkit.WorkerTest do
 
     expected = max_memory + @stack_reservation + @mapping_slack
     assert {String.to_integer(soft), String.to_integer(hard)} == {expected, expected}
+    # Held to here: a session's process stops with it.
+    assert Session.info(session).os_pid == os_pid
   end
 
   test "a limit flag with a bad value ends the worker before it serves anything" do

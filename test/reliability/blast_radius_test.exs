@@ -47,9 +47,12 @@ defmodule ExBashkit.Reliability.BlastRadiusTest do
 
   for {what, script, opts} <- @rows do
     test "#{what}: answered by its deadline, the node and the other worker untouched" do
-      victim = Session.new([isolation: :process] ++ unquote(Macro.escape(opts)))
+      # A neighbour in the victim's process: one of its group.
+      group = {:blast, make_ref()}
+      victim = Session.new([isolation: :process, group: group] ++ unquote(Macro.escape(opts)))
       assert {:ok, _} = Session.exec(victim, "export KEEP=1")
-      neighbour = session_where(&(worker(&1) == worker(victim)))
+      neighbour = Session.new(isolation: :process, env: [KEEP: "kept"], group: group)
+      assert worker(neighbour) == worker(victim)
       elsewhere = session_where(&(worker(&1) != worker(victim)))
 
       task = Task.async(fn -> Session.run(victim, unquote(script), timeout_ms: @deadline) end)
@@ -95,7 +98,7 @@ defmodule ExBashkit.Reliability.BlastRadiusTest do
     # to that worker meanwhile is lost with it, as documented. Judge the
     # node once that is over.
     Health.wait_until(
-      fn -> Enum.all?(ExBashkit.WorkerPool.workers(), &(:sys.get_state(&1).overdue == %{})) end,
+      fn -> Enum.all?(ExBashkit.WorkerPool.workers(), &nothing_overdue?/1) end,
       10_000,
       "every worker to be rid of its scripts past their deadline"
     )
@@ -260,15 +263,19 @@ defmodule ExBashkit.Reliability.BlastRadiusTest do
       end
     end
 
+    group = {:one_worker, make_ref()}
+
     a =
       Session.new(
         isolation: :process,
+        group: group,
         builtins: %{"slow" => waiting_builtin.(:slow, "a stale answer\n")}
       )
 
     c =
       session_where(&(worker(&1) == worker(a)),
         isolation: :process,
+        group: group,
         builtins: %{"ask" => waiting_builtin.(:ask, "its own answer\n")}
       )
 
@@ -319,11 +326,17 @@ defmodule ExBashkit.Reliability.BlastRadiusTest do
 
   defp worker(%Session{location: {:process, name, _sid}}), do: name
 
+  # A session's own worker stops with it: one gone has nothing overdue.
+  defp nothing_overdue?(worker) do
+    :sys.get_state(worker).overdue == %{}
+  catch
+    :exit, _ -> true
+  end
+
   defp info(session), do: ExBashkit.Backend.info(session.resource, session.location)
 
   # A session made with `opts` (by default, in a worker with KEEP=kept)
-  # that satisfies `pred` (the pool alternates workers, so a few tries find
-  # one).
+  # that satisfies `pred` (a few tries).
   defp session_where(pred, opts \\ [isolation: :process, env: [KEEP: "kept"]]) do
     Enum.find_value(1..10, fn _ ->
       s = Session.new(opts)

@@ -11,6 +11,13 @@ defmodule ExBashkit.Security.ConfinementTest do
 
   @moduletag :process_only
 
+  # A session's process stops with it: one kept for the rest of the test.
+  defp held_session do
+    session = Session.new()
+    Process.put({:held_session, make_ref()}, session)
+    session
+  end
+
   defp worker_pid(session) do
     %{isolation: :process, os_pid: pid} = Session.info(session)
     assert is_integer(pid)
@@ -49,7 +56,7 @@ defmodule ExBashkit.Security.ConfinementTest do
   end
 
   test "seccomp: the filter is in force and refuses exec and ptrace with EPERM" do
-    pid = worker_pid(Session.new())
+    pid = worker_pid(held_session())
     assert status(pid)["Seccomp"] == "2"
     assert {:ok, report} = Worker.self_test([])
     assert report.exec_binary == {:denied, :eperm}
@@ -68,7 +75,7 @@ defmodule ExBashkit.Security.ConfinementTest do
   end
 
   test "no_new_privs and no capability in any set, though the VM may run as root" do
-    status = status(worker_pid(Session.new()))
+    status = status(worker_pid(held_session()))
     assert status["NoNewPrivs"] == "1"
 
     for set <- ~w(CapInh CapPrm CapEff CapBnd CapAmb) do
@@ -77,12 +84,12 @@ defmodule ExBashkit.Security.ConfinementTest do
   end
 
   test "no core dumps" do
-    assert File.read!("/proc/#{worker_pid(Session.new())}/limits") =~
+    assert File.read!("/proc/#{worker_pid(held_session())}/limits") =~
              ~r/Max core file size\s+0\s+0/
   end
 
   test "namespaces: user, mount, IPC, UTS and network of its own, apart from the VM's" do
-    pid = worker_pid(Session.new())
+    pid = worker_pid(held_session())
 
     for name <- ~w(user mnt ipc uts net) do
       refute ns(pid, name) == ns(vm(), name), "#{name} namespace is the VM's"
@@ -103,10 +110,7 @@ defmodule ExBashkit.Security.ConfinementTest do
   end
 
   test "descriptors: only pipes and the runtime's own, never the VM's stderr" do
-    # A process of its own: a shared worker also holds the directories of
-    # its sessions' host mounts (other tests'), which are granted, not
-    # inherited.
-    pid = worker_pid(Session.new(group: {:descriptors, make_ref()}))
+    pid = worker_pid(held_session())
 
     links =
       for fd <- File.ls!("/proc/#{pid}/fd"),
@@ -122,7 +126,7 @@ defmodule ExBashkit.Security.ConfinementTest do
   end
 
   test "environment: empty" do
-    assert File.read!("/proc/#{worker_pid(Session.new())}/environ") == ""
+    assert File.read!("/proc/#{worker_pid(held_session())}/environ") == ""
   end
 
   test "host mounts work inside, read-only ones read-only" do

@@ -152,8 +152,10 @@ defmodule ExBashkit.Security.CredentialsTest do
   end
 
   test "a worker's owner keeps it sealed", %{opts: opts} do
-    %Session{location: {:process, name, _sid}} = used(opts ++ [isolation: :process])
+    %Session{location: {:process, name, _sid}} = session = used(opts ++ [isolation: :process])
     refute_secret(:sys.get_state(GenServer.whereis(name)))
+    # Held to here: a session's process stops with it.
+    assert Session.info(session).isolation == :process
   end
 
   # A crash report of a GenServer logs its status (`format_status/1`'s view
@@ -162,7 +164,8 @@ defmodule ExBashkit.Security.CredentialsTest do
   test "not in what a crashing server, pool or worker owner would log", %{opts: opts} do
     {:ok, server} = Server.start_link(opts)
     {:ok, pool} = Pool.start_link(name: nil, size: 1, session: opts)
-    %Session{location: {:process, name, _}} = used(opts ++ [isolation: :process])
+    %Session{location: {:process, name, _}} = session = used(opts ++ [isolation: :process])
+    Process.put(:held_session, session)
 
     for pid <- [server, pool, GenServer.whereis(name)] do
       status = :sys.get_status(pid)

@@ -19,7 +19,8 @@ defmodule ExBashkit.Test.StorePeer do
       {:ok, _} = Session.exec(session, "echo on the peer > /p")
       {:ok, commit} = Session.commit(session)
       send(parent, {:committed, commit})
-      Process.sleep(:infinity)
+      # Held for good: a session collected takes its history's roots along.
+      receive do: (:never -> session)
     end)
 
     commit = receive do: ({:committed, commit} -> commit)

@@ -239,7 +239,7 @@ defmodule ExBashkit.WorkerPool do
     end
   end
 
-  @doc "The registered names of the pool's shared workers, and the pids of the groups' own."
+  @doc "The registered names of the pool's shared workers, and the pids of the sessions' and groups' own."
   @spec workers() :: [atom() | pid()]
   def workers do
     size = :persistent_term.get({__MODULE__, :size}, 0)

@@ -387,7 +387,7 @@ defmodule ExBashkit.Session do
             egress: ExBashkit.Egress.decider() | nil,
             callback_timeout_ms: pos_integer(),
             max_reply_bytes: pos_integer(),
-            fork_spec: {map(), :in_node | :process} | nil
+            fork_spec: map() | nil
           }
 
   @typedoc "A filesystem entry's kind, as reported by `stat/2` and `list_dir/2`."
@@ -483,8 +483,7 @@ defmodule ExBashkit.Session do
           egress: parsed.egress,
           callback_timeout_ms: parsed.callback_timeout_ms,
           max_reply_bytes: parsed.max_reply_bytes,
-          fork_spec:
-            {native |> Map.replace(:files, []) |> Map.replace(:rootfs, nil), parsed.isolation}
+          fork_spec: native |> Map.replace(:files, []) |> Map.replace(:rootfs, nil)
         }
 
       {:error, message} ->

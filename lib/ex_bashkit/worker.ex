@@ -92,6 +92,8 @@ defmodule ExBashkit.Worker do
   # late without being frozen.
   @late_asks 2
   @lifecycle_kinds [:state, :reset, :snapshot, :restore]
+  # Node-wide questions, and the answer of a worker with no OS process.
+  @empty_answers %{history_roots: [], live_sessions: 0, running_scripts: 0}
   # What a spare runs before its session comes (see `handle_info(:warm, _)`):
   # the commands most first scripts use.
   @warm_up_script """
@@ -221,7 +223,7 @@ defmodule ExBashkit.Worker do
 
   def handle_call({:claim, registry, key}, _from, state) do
     case Registry.register(registry, key, nil) do
-      {:ok, _owner} -> {:reply, :ok, %{state | stop_when_idle: true}}
+      {:ok, _owner} -> {:reply, :ok, state}
       {:error, reason} -> {:reply, {:error, reason}, state}
     end
   end
@@ -382,11 +384,10 @@ defmodule ExBashkit.Worker do
   end
 
   # A session's own process (or a group's) stops with its last session,
-  # once the calls still in flight are answered: a session collected while
-  # its last call runs (the call holds its location, not its handle) still
-  # gets that answer.
-  # Only once it has held one: a process started (or claimed) for a
-  # session may answer something else before that session's `new` comes.
+  # once the calls still in flight are answered (a session collected while
+  # its last call runs still gets that answer), and only once it has held
+  # one (a spare, or a process started for a session whose `new` has not
+  # come yet, holds none).
   defp stop_if_idle(
          %{stop_when_idle: true, held: true, sessions: sessions, routes: routes} = state
        )
@@ -410,6 +411,11 @@ defmodule ExBashkit.Worker do
         {message, lost} = Map.pop(state.lost, sid)
         send(pid, {:ex_bashkit_reply, ref, {:error, message}})
         %{state | lost: lost}
+
+      # No OS process, so no session: answered without starting one.
+      state.port == nil and Map.has_key?(@empty_answers, kind) ->
+        send(pid, {:ex_bashkit_reply, ref, Map.fetch!(@empty_answers, kind)})
+        state
 
       true ->
         case ensure_port(state) do

@@ -84,7 +84,7 @@ defmodule ExBashkit.Session.History do
 
   @doc false
   @spec fork(Session.t(), term()) :: {:ok, Session.t()} | {:error, String.t()}
-  def fork(%Session{fork_spec: {native, _isolation}} = session, opts) do
+  def fork(%Session{fork_spec: native} = session, opts) do
     id = fork_point!(opts)
 
     with {:ok, id} <- if(id, do: {:ok, id}, else: commit(session, %{})),

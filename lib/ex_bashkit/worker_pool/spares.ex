@@ -5,8 +5,7 @@ defmodule ExBashkit.WorkerPool.Spares do
   # (`claim/2`) instead of paying a process start, and a replacement starts
   # at once, off the caller's path. A spare holds no session until it is
   # claimed, so it is never a seat beside a stranger; a claimed one serves
-  # that session alone (and its forks) and stops with it (a spare does not
-  # stop for having no session: it is not yet anybody's).
+  # that session alone (and its forks) and stops with it.
 
   use GenServer
 
@@ -53,7 +52,7 @@ defmodule ExBashkit.WorkerPool.Spares do
     spares =
       case Map.get(spares, family) do
         nil ->
-          case start.(Keyword.merge(opts, name: nil, stop_when_idle: false)) do
+          case start.(Keyword.put(opts, :name, nil)) do
             {:ok, pid} ->
               # The OS process starts now, so that the claim finds it ready.
               send(pid, :warm)

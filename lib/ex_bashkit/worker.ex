@@ -45,10 +45,13 @@ defmodule ExBashkit.Worker do
     * **Crashes.** When the worker dies, every request in flight on it is
       answered at once with an error of `reason: :crashed` (its message
       from `exec/3`, `%ExBashkit.Error{}` from `run/3`), a new
-      worker starts, and every session that lived there is rebuilt from its
-      `new/1` configuration. A session that was idle when it happened
-      answers its next call with an error of `reason: :lost` (once), so the loss of its state is never silent; it is usable again
-      afterwards.
+      worker starts, and every session that lived there is rebuilt: a
+      durable one (`durable: true`, the default) from its last recovery
+      point (`ExBashkit.Worker.Recovery`), as it was before the call in
+      flight; any other from its `new/1` configuration, and if it was
+      idle it answers its next call with an error of `reason: :lost`
+      (once), so the loss of its state is never silent; it is usable
+      again afterwards.
 
   Workers are started by `ExBashkit.Application` (see
   `ExBashkit.WorkerPool`) and start their OS process on first use.
@@ -80,6 +83,7 @@ defmodule ExBashkit.Worker do
   require Logger
 
   alias ExBashkit.{Deadline, Native}
+  alias ExBashkit.Worker.Recovery
 
   # How long the worker's reading thread may take to send an exec's output
   # so far, once asked (it reads every frame, and runs at most a quick
@@ -202,6 +206,8 @@ defmodule ExBashkit.Worker do
        sessions: %{},
        # sid => message: sessions whose state a crash lost, told once
        lost: %{},
+       # sid => the recovery point a durable session is rebuilt from
+       points: %{},
        # base images of the sessions here: id => %ExBashkit.Image{}, and
        # the ids the running OS process has been sent (see `ship_image/2`)
        images: %{},
@@ -264,7 +270,8 @@ defmodule ExBashkit.Worker do
     state = %{
       state
       | sessions: Map.delete(state.sessions, sid),
-        lost: Map.delete(state.lost, sid)
+        lost: Map.delete(state.lost, sid),
+        points: Map.delete(state.points, sid)
     }
 
     state = if(state.port, do: send_frame(state, {:drop, sid}), else: state)
@@ -414,7 +421,7 @@ defmodule ExBashkit.Worker do
 
       # No OS process, so no session: answered without starting one.
       state.port == nil and Map.has_key?(@empty_answers, kind) ->
-        send(pid, {:ex_bashkit_reply, ref, Map.fetch!(@empty_answers, kind)})
+        send(pid, {:ex_bashkit_reply, ref, empty_answer(state, kind)})
         state
 
       true ->
@@ -446,7 +453,8 @@ defmodule ExBashkit.Worker do
               kind: kind,
               timer: timer,
               from_start: Map.get(meta, :from_start, false),
-              lates: 0
+              lates: 0,
+              holds: Recovery.changes_state?(request) and recoverable?(state, sid)
             }
 
             state = %{
@@ -569,7 +577,8 @@ defmodule ExBashkit.Worker do
   @doc false
   @spec protocol_atoms() :: [atom()]
   def protocol_atoms do
-    [:ex_bashkit_reply, :ex_bashkit_output, :ex_bashkit_callback, :ok, :error, nil, true] ++
+    [:ex_bashkit_reply, :ex_bashkit_output, :ex_bashkit_callback, :ex_bashkit_recovery] ++
+      [:ok, :error, nil, true] ++
       [false, :env, :variables, :cwd, :functions, :aliases, :last_exit_code, :builtin, :vfs] ++
       [:read, :write, :append, :mkdir, :remove, :rename, :list, :stat, :file, :dir, :symlink] ++
       [:fs_usage, :bytes, :files, :dirs, :complete, :created, :modified, :deleted] ++
@@ -580,14 +589,22 @@ defmodule ExBashkit.Worker do
       ExBashkit.Error.protocol_atoms()
   end
 
+  # A durable session's recovery point, ahead of the answer of the call
+  # that made it (`ExBashkit.Worker.Recovery`).
+  defp deliver(state, {:ex_bashkit_recovery, _id, {sid, point}}) when is_integer(sid) do
+    if Map.has_key?(state.sessions, sid),
+      do: %{state | points: Recovery.put(state.points, sid, point)},
+      else: state
+  end
+
   defp deliver(state, {tag, id, payload}) when is_integer(id) do
     case Map.fetch(state.routes, id) do
+      {:ok, route} when tag == :ex_bashkit_reply ->
+        answer(state, id, route, payload)
+
       {:ok, route} ->
         send(route.pid, {tag, route.ref, for_caller(state, tag, payload)})
-
-        if tag == :ex_bashkit_reply,
-          do: finish(state, id, route),
-          else: state
+        state
 
       :error ->
         orphan(state, tag, id, payload)
@@ -612,6 +629,61 @@ defmodule ExBashkit.Worker do
     do: {{state.port, call_id}, request}
 
   defp for_caller(_state, _tag, payload), do: payload
+
+  # A call that may have changed a durable session's state is answered
+  # once a recovery point is made for it: its answer is held by a
+  # `:recovery_point` call to the same caller.
+  defp answer(state, id, %{holds: true} = route, payload) do
+    state = finish(state, id, route)
+    point_id = System.unique_integer([:positive])
+    mref = Process.monitor(route.pid)
+
+    held =
+      Map.merge(route, %{
+        mref: mref,
+        kind: :recovery_point,
+        holds: false,
+        timer: nil,
+        held: payload
+      })
+
+    state = %{
+      state
+      | routes: Map.put(state.routes, point_id, held),
+        monitors: Map.put(state.monitors, mref, point_id)
+    }
+
+    send_frame(state, {:recovery_point, point_id, route.sid, %{timeout_ms: nil}})
+  end
+
+  defp answer(state, id, route, payload) do
+    {payload, state} = answered(state, route, Map.get(route, :held, payload))
+    send(route.pid, {:ex_bashkit_reply, route.ref, payload})
+    finish(state, id, route)
+  end
+
+  # What this process adds to an answer: the points' GC roots to the OS
+  # process's, and a reset's state is its configuration's again.
+  defp answered(state, %{kind: :history_roots}, roots) when is_list(roots),
+    do: {Enum.uniq(roots ++ Recovery.roots(state.points)), state}
+
+  defp answered(state, %{kind: :reset, sid: sid}, :ok),
+    do: {:ok, %{state | points: Map.delete(state.points, sid)}}
+
+  defp answered(state, _route, payload), do: {payload, state}
+
+  defp empty_answer(state, :history_roots), do: Recovery.roots(state.points)
+  defp empty_answer(_state, kind), do: Map.fetch!(@empty_answers, kind)
+
+  # Whether session `sid` here is rebuilt from recovery points after a
+  # crash: durable, and not over a base image (whose deletions a commit
+  # cannot hold yet).
+  defp recoverable?(state, sid) do
+    case Map.fetch(state.sessions, sid) do
+      {:ok, config} -> Recovery.durable?(config) and Map.get(config, :base) == nil
+      :error -> false
+    end
+  end
 
   defp finish(state, id, route) do
     demonitor(route.mref)
@@ -850,8 +922,10 @@ defmodule ExBashkit.Worker do
     lost =
       for {sid, _config} <- state.sessions,
           sid not in busy,
+          error = loss(state, sid, why, lost_message),
+          error != nil,
           into: state.lost,
-          do: {sid, lost_message}
+          do: {sid, error}
 
     state = %{
       state
@@ -867,6 +941,25 @@ defmodule ExBashkit.Worker do
     }
 
     rebuild(state)
+  end
+
+  # What a session that was idle at a crash is told on its next call: nil
+  # when it is rebuilt as it was (a durable session, from its recovery
+  # point or, with none yet, its configuration).
+  defp loss(state, sid, why, lost_message) do
+    case {recoverable?(state, sid), Map.get(state.points, sid)} do
+      {false, _} ->
+        lost_message
+
+      {true, {:unrecoverable, message}} ->
+        lost(
+          "session lost: its worker process crashed (#{why}) and it had no recovery point: ",
+          message
+        )
+
+      {true, _point} ->
+        nil
+    end
   end
 
   defp rebuild(%{sessions: sessions} = state) when map_size(sessions) == 0, do: state
@@ -889,13 +982,34 @@ defmodule ExBashkit.Worker do
           }
 
           state = %{state | routes: Map.put(state.routes, id, route)}
-          send_frame(state, {:new, id, sid, config})
+          state = send_frame(state, {:new, id, sid, config})
+          recover(state, sid, route)
         end)
 
       {:error, message} ->
         error = lost("session lost: its worker process could not be restarted: ", message)
         lost = for {sid, _} <- state.sessions, into: state.lost, do: {sid, error}
         %{state | lost: lost}
+    end
+  end
+
+  # Check a rebuilt durable session's recovery point out into it: ahead
+  # of every call that comes after (a session's calls run in order).
+  defp recover(state, sid, route) do
+    with %{} = point <- Map.get(state.points, sid),
+         true <- recoverable?(state, sid) do
+      id = System.unique_integer([:positive])
+
+      case Recovery.recover_frame(point, id, sid) do
+        {:ok, frame} ->
+          send_frame(%{state | routes: Map.put(state.routes, id, route)}, frame)
+
+        {:error, message} ->
+          error = lost("session lost: its recovery point is not in the store: ", message)
+          %{state | lost: Map.put(state.lost, sid, error)}
+      end
+    else
+      _ -> state
     end
   end
 

@@ -294,8 +294,8 @@ defmodule ExBashkit.Reliability.BlastRadiusTest do
     )
   end
 
-  test "a session whose idle worker died says :lost, once (a reason set, not read from words)" do
-    s = Session.new(isolation: :process, env: [KEEP: "kept"])
+  test "a session with durable: false whose idle worker died says :lost, once (a reason set, not read from words)" do
+    s = Session.new(isolation: :process, env: [KEEP: "kept"], durable: false)
     assert {:ok, _} = Session.exec(s, "x=1")
     kill_worker_process(worker(s))
 
@@ -322,6 +322,8 @@ defmodule ExBashkit.Reliability.BlastRadiusTest do
     status = File.read!("/proc/#{os_pid}/status")
     assert status =~ ~r/NoNewPrivs:\s+1/
     assert File.read!("/proc/#{os_pid}/oom_score_adj") |> String.trim() == "1000"
+    # The process is the session's own: held until here, it is the one read.
+    assert ExBashkit.Worker.os_pid(worker(s)) == os_pid
   end
 
   defp worker(%Session{location: {:process, name, _sid}}), do: name

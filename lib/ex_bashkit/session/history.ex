@@ -34,16 +34,44 @@ defmodule ExBashkit.Session.History do
     # so that a collection frees nothing meanwhile (`Collector`).
     Collector.committing(fn ->
       with {:ok, {id, objects}} <- run(session, :history_commit, [request], "commit/2"),
-           # The commit last: a store shared by nodes collecting on their
-           # own follows a commit only once it is stored.
-           {commit, content} = Enum.split_with(objects, &match?({^id, _, _}, &1)),
-           :ok <- Store.put(content),
-           :ok <- Store.put(commit) do
-        if objects != [], do: Collector.committed()
-        {:ok, id}
+           :ok <- store_objects(id, objects),
+           do: {:ok, id}
+    end)
+  end
+
+  @doc false
+  # Store commit `id`'s new `objects` (`[{id, blob, refs}]`), the commit
+  # last: a store shared by nodes collecting on their own follows a commit
+  # only once it is stored.
+  @spec store_objects(String.t(), [tuple()]) :: :ok | {:error, String.t()}
+  def store_objects(id, objects) do
+    {commit, content} = Enum.split_with(objects, &match?({^id, _, _}, &1))
+
+    with :ok <- Store.put(content),
+         :ok <- Store.put(commit) do
+      if objects != [], do: Collector.committed()
+      :ok
+    end
+  end
+
+  @doc false
+  # `[{id, blob}]`: everything commits `ids` reach.
+  @spec objects_of([String.t()]) :: {:ok, [{String.t(), binary()}]} | {:error, String.t()}
+  def objects_of(ids) do
+    Enum.reduce_while(ids, {:ok, []}, fn id, {:ok, acc} ->
+      case objects(id) do
+        {:ok, objects} -> {:cont, {:ok, objects ++ acc}}
+        error -> {:halt, error}
       end
     end)
   end
+
+  @doc false
+  # The log a session whose head is `head` keeps: `head` and its
+  # ancestors the store holds, newest first.
+  @spec ancestry_of(String.t() | nil) :: [String.t()]
+  def ancestry_of(nil), do: []
+  def ancestry_of(head), do: ancestry(head, Store.history_limit())
 
   @doc false
   @spec checkout(Session.t(), term()) :: :ok | {:error, String.t()}

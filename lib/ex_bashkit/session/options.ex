@@ -382,6 +382,21 @@ defmodule ExBashkit.Session.Options do
             "`undelete/2`). Host and `:virtual_fs` mounts are outside it: deletes there are real."
       },
       %{
+        key: :durable,
+        type: "boolean",
+        default: true,
+        parse: &boolean!(&1, :durable),
+        native: true,
+        doc:
+          "with `isolation: :process`, each exec that changed the session's state leaves " <>
+            "it recoverable before its answer (a recovery point in `ExBashkit.Store`): when " <>
+            "the session's OS process dies, the exec in flight answers `reason: :crashed` and " <>
+            "the session comes back on a new process as it was before that exec. `false` " <>
+            "pays nothing and keeps no point: such a session is rebuilt from its `new/1` " <>
+            "options and its next call answers `reason: :lost` (once). Not available over a " <>
+            "`:base` image yet (lost, as with `false`). Ignored in the node."
+      },
+      %{
         key: :group,
         type: "any term",
         default: nil,

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use bashkit::{Bash, ExecutionLimits, FileSystem, FsLimits, InMemoryFs, SessionLimits};
 
+use crate::fs::written::WrittenFs;
 use crate::image::layer::BaseLayer;
 use crate::image::BaseImage;
 
@@ -111,6 +112,9 @@ pub struct SessionConfig {
     pub credentials: Vec<crate::policy::credentials::CredentialSpec>,
     /// Whether an `:egress` callback decides each request (`policy/egress.rs`).
     pub egress: bool,
+    /// Whether, in a worker, each exec that changed the state leaves a
+    /// recovery point (`session/recovery.rs`).
+    pub durable: bool,
 }
 from_map!(SessionConfig {
     env,
@@ -136,6 +140,7 @@ from_map!(SessionConfig {
     soft_delete,
     credentials,
     egress,
+    durable,
 });
 
 /// A minimal configuration for unit tests. The product's defaults are
@@ -168,6 +173,7 @@ impl Default for SessionConfig {
             soft_delete: None,
             credentials: Vec::new(),
             egress: false,
+            durable: false,
         }
     }
 }
@@ -177,7 +183,7 @@ impl Default for SessionConfig {
 /// `export_tar` walks.
 #[derive(Clone)]
 pub enum Layer {
-    Plain(Arc<InMemoryFs>),
+    Plain(Arc<WrittenFs>),
     Base(Arc<BaseLayer>),
 }
 
@@ -195,7 +201,7 @@ impl Layer {
             None => {
                 let fs = InMemoryFs::with_limits(fs_limits(&config.limits));
                 fs.add_dir(format!("/home/{}", config.username), 0o755);
-                Layer::Plain(Arc::new(fs))
+                Layer::Plain(Arc::new(WrittenFs::new(fs)))
             }
         }
     }
@@ -204,6 +210,15 @@ impl Layer {
         match self {
             Layer::Plain(fs) => Arc::clone(fs) as Arc<dyn FileSystem>,
             Layer::Base(layer) => Arc::clone(layer) as Arc<dyn FileSystem>,
+        }
+    }
+
+    /// Whether the layer may have changed since the last call (a layer
+    /// over a base image cannot tell: always).
+    pub fn take_written(&self) -> bool {
+        match self {
+            Layer::Plain(fs) => fs.take_written(),
+            Layer::Base(_) => true,
         }
     }
 

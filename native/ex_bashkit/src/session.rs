@@ -48,6 +48,7 @@ pub(crate) mod history;
 pub(crate) mod lifecycle;
 pub(crate) mod line;
 pub(crate) mod mounts;
+pub(crate) mod recovery;
 mod one_shot;
 mod reset;
 mod resource;
@@ -144,6 +145,9 @@ pub struct Session {
     own_commands: OwnCommands,
     /// Its head in the content-addressed store (`session/history.rs`).
     pub(crate) history: history::History,
+    /// In a worker: the id its owner names it by (`{:new, id, sid, ...}`),
+    /// which its recovery points carry (`session/recovery.rs`).
+    pub(crate) worker_sid: std::sync::OnceLock<u64>,
 }
 
 impl Drop for Session {
@@ -214,6 +218,7 @@ impl Session {
             attributes_set: AtomicBool::new(false),
             own_commands: OwnCommands::new(&config.builtins),
             config,
+            worker_sid: std::sync::OnceLock::new(),
         }))
     }
 

@@ -25,6 +25,8 @@
 //! {:history_checkout, id, sid, commit, objects, kept, limit, call}
 //! {:history_diff, id, sid, from, to | nil, objects, call}
 //! {:history_kept, id, sid}         {:history_roots, id, nil}
+//! {:recovery_point, id, sid, call}
+//! {:recover, id, sid, %{fs, shell, head, kept}, objects}
 //! {:export_tar, id, sid, request}
 //! {:load_image, image_id, tar}    {:drop_image, image_id}
 //! {:live_sessions, id}            {:running_scripts, id}
@@ -82,6 +84,7 @@ use crate::run::runtime::{self, RuntimeConfig};
 use crate::run::watchdog::ExecTicket;
 use crate::search;
 use crate::session::history;
+use crate::session::recovery;
 use crate::session::lifecycle::{Op, OpCallOptions};
 use crate::session::snapshot::{self, SnapshotRequest};
 use crate::session::{self, ExecCallOptions, Session};
@@ -435,6 +438,7 @@ fn dispatch(
         let reply = reply_to(id, frames);
         match Session::new(&decoded) {
             Ok(session) => {
+                let _ = session.worker_sid.set(sid);
                 sessions.lock().insert(sid, session);
                 reply.finish(&Value::ok());
             }
@@ -577,6 +581,12 @@ fn dispatch(
             history::diff(op, arg(items, 3)?, arg(items, 4)?, objects, reply);
         }
         "history_kept" => reply.finish(&history::ids_value(&session.history.kept())),
+        "recovery_point" => recovery::point_call(op(session, "recovery", id, items, 3)?, reply),
+        "recover" => {
+            let request = recovery::RecoverRequest::from_value(items.get(3).ok_or("missing point")?)?;
+            let objects: Vec<(String, Bytes)> = arg(items, 4)?;
+            reply.finish(&recovery::recover(&session, request, objects));
+        }
         "glob" => {
             let request = search::GlobRequest::from_value(items.get(3).ok_or("missing request")?)?;
             search::glob(session, request, reply);

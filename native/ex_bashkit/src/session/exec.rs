@@ -288,9 +288,16 @@ pub fn exec(
             // What an exec that ended early left behind is not this one's.
             let requests = session.requests();
             requests.take();
+            let durable = super::recovery::keeps_points(&session);
+            if durable {
+                super::recovery::note_built(&session, &bash);
+            }
             let metering = Metering::start(&bash);
             let result = run_script(&mut bash, &script, options, &partial, mode).await;
             let metrics = metering.stop(&bash);
+            if durable {
+                super::recovery::after_call(&session, &bash, &caller);
+            }
             let waited = Duration::from_nanos(session.waited_for_elixir().saturating_sub(waited));
             let measured = shape.filter(|_| !call.track_changes);
             session.note_cost(measured, &metrics, waited);

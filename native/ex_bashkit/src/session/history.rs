@@ -57,20 +57,26 @@ static ROOTS: LazyLock<Mutex<IdMap<Vec<CommitId>>>> =
 
 /// One object its head reaches: its kind and what it references.
 #[derive(Clone, Debug)]
-struct Node {
+pub(super) struct Node {
     kind: u8,
     refs: Vec<(ObjectId, u8)>,
 }
 
 #[derive(Default)]
-struct State {
-    head: Option<CommitId>,
+pub(super) struct State {
+    pub(super) head: Option<CommitId>,
     /// The head and its ancestors, newest first: the log.
     kept: VecDeque<CommitId>,
     /// The commits it made or checked out last, newest first: kept too,
     /// so that a checkout of an older commit (an undo) can be undone.
     recent: VecDeque<CommitId>,
-    reach: HashMap<ObjectId, Node>,
+    pub(super) reach: HashMap<ObjectId, Node>,
+    /// Its last recovery point, and the one before until the next is
+    /// stored (`session/recovery.rs`): GC roots too.
+    pub(super) point: Option<super::recovery::Point>,
+    pub(super) prior_point: Vec<CommitId>,
+    /// The shell state's fingerprint as built, before any point.
+    pub(super) built_print: Option<u64>,
 }
 
 impl State {
@@ -86,12 +92,21 @@ impl State {
         self.head = Some(id);
         self.kept = kept;
     }
+
+    /// The head and log a recovered session had (what its head reached is
+    /// learned again on its next commit).
+    pub(super) fn restore_log(&mut self, head: Option<CommitId>, kept: VecDeque<CommitId>) {
+        self.head = head;
+        self.recent = kept.clone();
+        self.kept = kept;
+        self.reach.clear();
+    }
 }
 
 /// A session's history: its head and what the store holds for it.
 pub struct History {
     session_id: u64,
-    state: Mutex<State>,
+    pub(super) state: Mutex<State>,
 }
 
 impl History {
@@ -107,8 +122,12 @@ impl History {
         self.state.lock().kept.iter().copied().collect()
     }
 
-    fn publish(&self, state: &State) {
-        let mut roots: Vec<CommitId> = state.kept.iter().chain(&state.recent).copied().collect();
+    pub(super) fn publish(&self, state: &State) {
+        let points = state.point.iter().flat_map(|p| p.commits());
+        let mut roots: Vec<CommitId> = (state.kept.iter().chain(&state.recent).copied())
+            .chain(points)
+            .chain(state.prior_point.iter().copied())
+            .collect();
         roots.sort();
         roots.dedup();
         ROOTS.lock().insert(self.session_id, roots);
@@ -145,11 +164,11 @@ from_map!(CommitRequest {
     if_changed
 });
 
-fn hex(id: &ObjectId) -> Value {
+pub(super) fn hex(id: &ObjectId) -> Value {
     Value::from(id.to_hex())
 }
 
-fn parse_id(text: &str) -> Result<ObjectId, String> {
+pub(super) fn parse_id(text: &str) -> Result<ObjectId, String> {
     ObjectId::from_hex(text).map_err(|_| format!("not a commit id: {text:?}"))
 }
 
@@ -246,11 +265,12 @@ fn decode(id: ObjectId, kind: u8, blob: &[u8]) -> Result<Node, String> {
 }
 
 /// Every object `root` reaches, from `blobs` (decoded) or `known` (the
-/// previous head's map, for objects the commit did not emit again).
-fn reach(
+/// maps of commits the store holds, for objects the commit did not emit
+/// again).
+pub(super) fn reach(
     root: CommitId,
     blobs: &HashMap<ObjectId, Vec<u8>>,
-    known: &HashMap<ObjectId, Node>,
+    known: &[&HashMap<ObjectId, Node>],
 ) -> Result<HashMap<ObjectId, Node>, String> {
     let mut out = HashMap::new();
     let mut queue = VecDeque::from([(root, KIND_COMMIT)]);
@@ -258,7 +278,7 @@ fn reach(
         if out.contains_key(&id) {
             continue;
         }
-        let node = match (blobs.get(&id), known.get(&id)) {
+        let node = match (blobs.get(&id), known.iter().find_map(|k| k.get(&id))) {
             (Some(blob), _) => decode(id, kind, blob)?,
             (None, Some(node)) => node.clone(),
             (None, None) => return Err(format!("object {id} is not in the store")),
@@ -269,14 +289,14 @@ fn reach(
     Ok(out)
 }
 
-fn refs_value(node: Option<&Node>) -> Value {
+pub(super) fn refs_value(node: Option<&Node>) -> Value {
     Value::List(
         node.map(|n| n.refs.iter().map(|(id, _)| hex(id)).collect())
             .unwrap_or_default(),
     )
 }
 
-fn describe(error: &bashkit::Error) -> String {
+pub(super) fn describe(error: &bashkit::Error) -> String {
     match error {
         bashkit::Error::SnapshotCapabilityMismatch(delta) => format!(
             "commit made by a session with capabilities this one lacks ({delta}); \
@@ -298,7 +318,7 @@ fn check_no_base(session: &crate::session::Session, name: &str) -> Result<(), St
     }
 }
 
-fn finish(reply: ReplyTo, outcome: Result<Result<Value, String>, String>) {
+pub(super) fn finish(reply: ReplyTo, outcome: Result<Result<Value, String>, String>) {
     let value = match outcome {
         Ok(Ok(value)) => value,
         Ok(Err(message)) => Value::error(message),
@@ -327,7 +347,7 @@ pub fn commit(op: Op, request: CommitRequest, reply: ReplyTo) {
             let packed = bash.commit(options).map_err(|e| describe(&e))?;
             let id = packed.id();
             let blobs: HashMap<ObjectId, Vec<u8>> = packed.into_objects().collect();
-            let reached = reach(id, &blobs, &state.reach)?;
+            let reached = reach(id, &blobs, &[&state.reach])?;
             if let Some(head) = state.head.filter(|_| request.if_changed) {
                 let content = |commit: &CommitId| reached.get(commit).map(|n| n.refs.clone());
                 let before = state.reach.get(&head).map(|n| n.refs.clone());
@@ -428,7 +448,7 @@ pub fn checkout(
             check_no_base(&session, "checkout/2")?;
             let mut bash = call.turn().await.map_err(|failure| failure.message)?;
             let blobs = objects.load()?;
-            let reached = reach(id, &blobs, &HashMap::new())
+            let reached = reach(id, &blobs, &[])
                 .map_err(|message| format!("invalid commit: {message}"))?;
             bash.checkout(id, &blobs, CheckoutPolicy::Superset)
                 .map_err(|e| describe(&e))?;
@@ -619,7 +639,7 @@ mod tests {
         let packed = bash.commit(CommitOptions::new()).unwrap();
         let id = packed.id();
         let blobs: HashMap<ObjectId, Vec<u8>> = packed.into_objects().collect();
-        let ours: HashSet<ObjectId> = reach(id, &blobs, &HashMap::new())
+        let ours: HashSet<ObjectId> = reach(id, &blobs, &[])
             .unwrap()
             .into_keys()
             .collect();

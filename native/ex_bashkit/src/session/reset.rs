@@ -107,6 +107,7 @@ impl Session {
         *self.requests.lock() = requests;
         *self.host_mounts.lock() = config.mounts.clone();
         self.as_built_again();
+        super::recovery::forget(self);
         Ok(std::mem::replace(bash, fresh))
     }
 

@@ -1,0 +1,80 @@
+defmodule ExBashkit.Worker.Recovery do
+  @moduledoc false
+  # The recovery points of a worker's durable sessions (`durable: true`,
+  # the default): what `ExBashkit.Worker` rebuilds a session from when its
+  # OS process dies (`native/ex_bashkit/src/session/recovery.rs` makes
+  # them).
+  #
+  # A point arrives as a frame ahead of the answer of the call that made
+  # it: its objects are stored here, in the caller's wait, so that the
+  # answer is given only once the state it reports is recoverable. A call
+  # other than an exec that may change the state (a file written, a
+  # restore, a checkout) has its answer held until a point is made for it
+  # (`{:recovery_point, ...}`). The points' commits are GC roots while the
+  # OS process that made them is gone or rebuilding.
+
+  alias ExBashkit.Session.History
+
+  @typedoc "sid => its last point, or why it has none it can be rebuilt from."
+  @type points :: %{
+          optional(non_neg_integer()) =>
+            %{fs: String.t(), shell: String.t() | nil, head: String.t() | nil}
+            | {:unrecoverable, String.t()}
+        }
+
+  # The calls besides exec that may change a session's state, and the
+  # filesystem requests among them.
+  @changing_kinds [:restore, :history_checkout]
+  @changing_fs [:write, :mkdir, :remove, :rename]
+
+  @doc false
+  @spec durable?(map()) :: boolean()
+  def durable?(config), do: Map.get(config, :durable, false) == true
+
+  @doc false
+  # Whether the answer of `request` waits for a point.
+  @spec changes_state?(tuple()) :: boolean()
+  def changes_state?({:fs, _sid, request}) when is_tuple(request) and tuple_size(request) > 0,
+    do: elem(request, 0) in @changing_fs
+
+  def changes_state?(request), do: elem(request, 0) in @changing_kinds
+
+  @doc false
+  # Record the point of frame `payload` for `sid`, its objects stored.
+  @spec put(points(), non_neg_integer(), term()) :: points()
+  def put(points, sid, {:error, message}) when is_binary(message),
+    do: Map.put(points, sid, {:unrecoverable, message})
+
+  def put(points, sid, {[fs, shell, head], objects}) when is_list(objects) do
+    case History.store_objects(fs, objects) do
+      :ok -> Map.put(points, sid, %{fs: fs, shell: shell, head: head})
+      {:error, message} -> Map.put(points, sid, {:unrecoverable, message})
+    end
+  end
+
+  def put(points, sid, _malformed),
+    do: Map.put(points, sid, {:unrecoverable, "malformed recovery point"})
+
+  @doc false
+  # The commits the points keep: GC roots.
+  @spec roots(points()) :: [String.t()]
+  def roots(points) do
+    for {_sid, %{} = point} <- points,
+        id <- [point.fs, point.shell, point.head],
+        id != nil,
+        uniq: true,
+        do: id
+  end
+
+  @doc false
+  # The frame that recovers `sid` (just rebuilt) to `point` as request
+  # `id`, or an error: the store lost its objects.
+  @spec recover_frame(map(), pos_integer(), non_neg_integer()) ::
+          {:ok, tuple()} | {:error, String.t()}
+  def recover_frame(%{fs: fs, shell: shell, head: head}, id, sid) do
+    with {:ok, objects} <- History.objects_of([fs | List.wrap(shell)]) do
+      request = %{fs: fs, shell: shell, head: head, kept: History.ancestry_of(head)}
+      {:ok, {:recover, id, sid, request, objects}}
+    end
+  end
+end

@@ -1,0 +1,127 @@
+defmodule ExBashkit.Worker.RecoveryTest do
+  # A durable session (the default) whose OS process dies comes back on a
+  # new one as it was before the call in flight: files, env, cwd,
+  # functions, aliases and its history's log. Not async: it reads the
+  # store's size, which other tests' sessions grow.
+  use ExUnit.Case, async: false
+
+  alias ExBashkit.{Error, Result, Session, Store, Worker}
+  alias ExBashkit.Test.Health
+
+  @moduletag :process_only
+  @moduletag timeout: 120_000
+
+  @crasher "jq -n 'def f(x): f(x+1); f(0)'"
+  @state "export KEEP=1; cd /tmp; f() { echo fn; }; alias say=echo; echo data > /tmp/file"
+  @check "echo $KEEP $X $(pwd) $(cat /tmp/file /tmp/more); f; say aliased"
+
+  defp os_pid(%Session{location: {:process, name, _sid}}), do: Worker.os_pid(name)
+
+  # Kill the session's OS process; return once another one runs.
+  defp kill_process(session) do
+    pid = os_pid(session)
+    {_, 0} = System.cmd("kill", ["-9", "#{pid}"])
+    Health.wait_until(fn -> os_pid(session) not in [nil, pid] end, 10_000, "a new process")
+  end
+
+  defp with_state(opts \\ []) do
+    session = Session.new(opts)
+    assert {:ok, %Result{exit_code: 0}} = Session.exec(session, @state)
+    session
+  end
+
+  test "the exec that crashed its process answers :crashed; the next call finds everything as before it" do
+    session = with_state()
+    assert {:ok, commit} = Session.commit(session, %{step: "one"})
+    assert {:ok, _} = Session.exec(session, "X=2; echo more > /tmp/more")
+    before = os_pid(session)
+
+    assert {:error, %Error{reason: :crashed}} = Session.run(session, @crasher, timeout_ms: 20_000)
+
+    assert {:ok, %Result{stdout: "1 2 /tmp data more\nfn\naliased\n"}} =
+             Session.exec(session, @check)
+
+    refute os_pid(session) == before
+    # The history is the session's as it was: its log, its head.
+    assert {:ok, [%{id: ^commit, meta: %{"step" => "one"}}]} = Session.log(session)
+    assert {:ok, %{created: ["/tmp/more"]}} = Session.diff(session, commit)
+  end
+
+  test "a process killed while its session is idle costs it nothing: no :lost, no call refused" do
+    session = with_state()
+    assert {:ok, _} = Session.exec(session, "X=2; echo more > /tmp/more")
+    kill_process(session)
+
+    assert {:ok, %Result{stdout: "1 2 /tmp data more\nfn\naliased\n"}} =
+             Session.run(session, @check)
+
+    # Recovered twice over: the recovered state is itself recoverable.
+    assert {:ok, _} = Session.exec(session, "X=3")
+    kill_process(session)
+    assert {:ok, %Result{stdout: "3\n"}} = Session.exec(session, "echo $X")
+  end
+
+  test "a write through the filesystem functions is recoverable once it is answered" do
+    session = with_state()
+    assert :ok = Session.write_file(session, "/tmp/more", "written\n")
+    assert :ok = Session.mkdir(session, "/made")
+    kill_process(session)
+    assert {:ok, "written\n"} = Session.read_file(session, "/tmp/more")
+    assert {:ok, %{type: :dir}} = Session.stat(session, "/made")
+    assert {:ok, %Result{stdout: "1\n"}} = Session.exec(session, "echo $KEEP")
+  end
+
+  test "a restored snapshot and a checkout are what a crash comes back to" do
+    session = with_state()
+    {:ok, snapshot} = Session.snapshot(session)
+    assert {:ok, commit} = Session.commit(session)
+    assert {:ok, _} = Session.exec(session, "KEEP=changed; rm /tmp/file")
+
+    assert {:ok, _} = Session.restore(session, snapshot)
+    kill_process(session)
+
+    assert {:ok, %Result{stdout: "1 data\n"}} =
+             Session.exec(session, "echo $KEEP $(cat /tmp/file)")
+
+    assert {:ok, _} = Session.exec(session, "KEEP=again")
+    assert :ok = Session.checkout(session, commit)
+    kill_process(session)
+    assert {:ok, %Result{stdout: "1\n"}} = Session.exec(session, "echo $KEEP")
+  end
+
+  test "an exec that changed nothing stores nothing" do
+    session = with_state()
+    assert {:ok, _} = Session.exec(session, "X=1")
+    size = Store.size()
+
+    for _ <- 1..20,
+        do:
+          assert(
+            {:ok, %Result{stdout: "1\n"}} =
+              Session.exec(session, "echo $X; cat /tmp/file >/dev/null")
+          )
+
+    assert Store.size() == size
+    # A changed variable stores its shell state, not the files again.
+    assert {:ok, _} = Session.exec(session, "X=2")
+    assert (Store.size().objects - size.objects) in 1..3
+  end
+
+  test "durable: false keeps no point: a crash loses the state, and says so once" do
+    session = with_state(durable: false)
+    size = Store.size()
+    assert {:ok, _} = Session.exec(session, "X=2; echo more > /tmp/more")
+    assert Store.size() == size
+    kill_process(session)
+
+    assert {:error, %Error{reason: :lost}} = Session.run(session, "echo $KEEP")
+    assert {:ok, %Result{stdout: "\n"}} = Session.exec(session, "echo $KEEP")
+  end
+
+  test "a reset session comes back as its configuration, not as its last point" do
+    session = with_state(env: [FROM: "config"])
+    assert :ok = Session.reset(session)
+    kill_process(session)
+    assert {:ok, %Result{stdout: "config\n"}} = Session.exec(session, "echo $FROM $KEEP")
+  end
+end

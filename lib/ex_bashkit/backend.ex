@@ -113,6 +113,12 @@ defmodule ExBashkit.Backend do
 
   # A session names its worker by its registered name, so that it reaches
   # the restarted owner process if the old one ever died.
+  # A request's metadata carrying the session's handle: while the request
+  # is on its way the handle is alive, so the session (and its own worker,
+  # which stops with its last session) cannot be dropped under a call whose
+  # caller no longer holds it (`Session.state!(Session.new())`).
+  defp holding(resource, meta \\ %{}), do: Map.put(meta || %{}, :session, resource)
+
   defp whereis(name) do
     case GenServer.whereis(name) do
       pid when is_pid(pid) -> {:ok, pid}
@@ -144,10 +150,10 @@ defmodule ExBashkit.Backend do
     end
   end
 
-  def exec(_resource, {:process, name, sid}, script, call, meta) do
+  def exec(resource, {:process, name, sid}, script, call, meta) do
     with {:ok, worker} <- whereis(name) do
       ref = Process.monitor(worker)
-      id = Worker.request(worker, ref, {:exec, sid, script, call}, meta)
+      id = Worker.request(worker, ref, {:exec, sid, script, call}, holding(resource, meta))
       {:ok, ref, id}
     end
   end
@@ -219,8 +225,9 @@ defmodule ExBashkit.Backend do
   @spec cancel(reference(), location()) :: boolean()
   def cancel(resource, :in_node), do: nif(Native.session_cancel(resource))
 
-  def cancel(_resource, {:process, name, sid}) do
-    with {:ok, worker} <- whereis(name), do: Worker.call(worker, {:cancel, sid}) == true
+  def cancel(resource, {:process, name, sid}) do
+    with {:ok, worker} <- whereis(name),
+         do: Worker.call(worker, {:cancel, sid}, holding(resource)) == true
   end
 
   @doc false
@@ -240,10 +247,10 @@ defmodule ExBashkit.Backend do
     end
   end
 
-  def submit(_resource, {:process, name, sid}, op, args) do
+  def submit(resource, {:process, name, sid}, op, args) do
     with {:ok, worker} <- whereis(name) do
       ref = Process.monitor(worker)
-      Worker.request(worker, ref, List.to_tuple([op, sid | args]))
+      Worker.request(worker, ref, List.to_tuple([op, sid | args]), holding(resource))
       {:ok, ref}
     end
   end
@@ -253,16 +260,17 @@ defmodule ExBashkit.Backend do
   @spec history_kept(reference(), location()) :: [String.t()] | {:error, String.t()}
   def history_kept(resource, :in_node), do: nif(Native.session_history_kept(resource))
 
-  def history_kept(_resource, {:process, name, sid}) do
-    with {:ok, worker} <- whereis(name), do: Worker.call(worker, {:history_kept, sid})
+  def history_kept(resource, {:process, name, sid}) do
+    with {:ok, worker} <- whereis(name),
+         do: Worker.call(worker, {:history_kept, sid}, holding(resource))
   end
 
   @doc false
   # Every commit a live session of this node keeps, in the node and in
   # every worker: the store's GC roots. Raises when a worker cannot say,
   # so that the collector frees nothing on doubt. A worker whose owner
-  # stopped meanwhile (its last session gone), or whose OS process died,
-  # keeps nothing.
+  # stopped meanwhile (its last session gone) keeps nothing; one whose OS
+  # process died keeps its sessions' recovery points.
   @spec history_roots() :: [String.t()]
   def history_roots do
     workers =
@@ -271,7 +279,8 @@ defmodule ExBashkit.Backend do
           roots when is_list(roots) ->
             roots
 
-          # Its OS process died: its sessions come back without history.
+          # The owner itself exited meanwhile (its last session gone). Its
+          # OS process dying answers its points' commits instead.
           {:error, %ExBashkit.Error{reason: :crashed}} ->
             []
 
@@ -290,9 +299,9 @@ defmodule ExBashkit.Backend do
   @spec fs(reference(), location(), tuple()) :: term()
   def fs(resource, :in_node, request), do: nif(Native.fs_call(resource, request))
 
-  def fs(_resource, {:process, name, sid}, request) do
+  def fs(resource, {:process, name, sid}, request) do
     case whereis(name) do
-      {:ok, worker} -> Worker.call(worker, {:fs, sid, request})
+      {:ok, worker} -> Worker.call(worker, {:fs, sid, request}, holding(resource))
       {:error, message} -> {:error, ExBashkit.Error.new(:lost, message)}
     end
   end
@@ -302,8 +311,9 @@ defmodule ExBashkit.Backend do
   @spec describe(reference(), location()) :: {:ok, map()} | {:error, String.t()}
   def describe(resource, :in_node), do: Native.session_describe(resource)
 
-  def describe(_resource, {:process, name, sid}) do
-    with {:ok, worker} <- whereis(name), do: Worker.call(worker, {:describe, sid})
+  def describe(resource, {:process, name, sid}) do
+    with {:ok, worker} <- whereis(name),
+         do: Worker.call(worker, {:describe, sid}, holding(resource))
   end
 
   @doc false
@@ -311,9 +321,9 @@ defmodule ExBashkit.Backend do
   @spec info(reference(), location()) :: {integer(), boolean(), String.t() | nil} | nil
   def info(resource, :in_node), do: nif(Native.session_info(resource))
 
-  def info(_resource, {:process, name, sid}) do
+  def info(resource, {:process, name, sid}) do
     with {:ok, worker} <- whereis(name),
-         {_, _, _} = info <- Worker.call(worker, {:info, sid}) do
+         {_, _, _} = info <- Worker.call(worker, {:info, sid}, holding(resource)) do
       info
     else
       _ -> nil

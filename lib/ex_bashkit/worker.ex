@@ -630,10 +630,12 @@ defmodule ExBashkit.Worker do
 
   defp for_caller(_state, _tag, payload), do: payload
 
-  # A call that may have changed a durable session's state is answered
-  # once a recovery point is made for it: its answer is held by a
-  # `:recovery_point` call to the same caller.
-  defp answer(state, id, %{holds: true} = route, payload) do
+  # A call that changed a durable session's state is answered once a
+  # recovery point is made for it: its answer is held by a
+  # `:recovery_point` call to the same caller. (One that failed changed
+  # nothing: a timed-out restore never ran.)
+  defp answer(state, id, %{holds: true} = route, payload)
+       when payload == :ok or (is_tuple(payload) and elem(payload, 0) == :ok) do
     state = finish(state, id, route)
     point_id = System.unique_integer([:positive])
     mref = Process.monitor(route.pid)
@@ -907,8 +909,17 @@ defmodule ExBashkit.Worker do
           demonitor(route.mref)
           cancel_timer(route)
 
-          if route.kind != :rebuild,
-            do: send(route.pid, {:ex_bashkit_reply, route.ref, {:error, message}})
+          case route.kind do
+            :rebuild ->
+              :ok
+
+            # The points' commits stay roots through a crash.
+            :history_roots ->
+              send(route.pid, {:ex_bashkit_reply, route.ref, Recovery.roots(state.points)})
+
+            _ ->
+              send(route.pid, {:ex_bashkit_reply, route.ref, {:error, message}})
+          end
 
           if route.sid, do: MapSet.put(busy, route.sid), else: busy
       end

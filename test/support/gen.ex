@@ -469,7 +469,7 @@ defmodule ExBashkit.Test.Gen do
         T.oneof([T.list(T.tuple([T.elements([:name, :names]), T.any()])), T.any()])
       )
 
-  defp option_value(key, _) when key in [:sqlite, :typescript],
+  defp option_value(key, _) when key in [:sqlite, :typescript, :durable],
     do: valid_or_not(T.boolean(), T.any())
 
   # A listed remote needs :allow_net to cover it: often it does not, and

@@ -578,7 +578,7 @@ defmodule ExBashkit.Worker do
   @spec protocol_atoms() :: [atom()]
   def protocol_atoms do
     [:ex_bashkit_reply, :ex_bashkit_output, :ex_bashkit_callback, :ex_bashkit_recovery] ++
-      [:ok, :error, nil, true] ++
+      [:ok, :error, nil, true, :commit, :shell] ++
       [false, :env, :variables, :cwd, :functions, :aliases, :last_exit_code, :builtin, :vfs] ++
       [:read, :write, :append, :mkdir, :remove, :rename, :list, :stat, :file, :dir, :symlink] ++
       [:fs_usage, :bytes, :files, :dirs, :complete, :created, :modified, :deleted] ++
@@ -671,6 +671,12 @@ defmodule ExBashkit.Worker do
 
   defp answered(state, %{kind: :reset, sid: sid}, :ok),
     do: {:ok, %{state | points: Map.delete(state.points, sid)}}
+
+  defp answered(state, %{kind: :history_commit, sid: sid}, {:ok, {id, _objects}} = reply) do
+    if recoverable?(state, sid),
+      do: {reply, %{state | points: Recovery.committed(state.points, sid, id)}},
+      else: {reply, state}
+  end
 
   defp answered(state, _route, payload), do: {payload, state}
 

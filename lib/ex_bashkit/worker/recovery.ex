@@ -15,10 +15,14 @@ defmodule ExBashkit.Worker.Recovery do
 
   alias ExBashkit.Session.History
 
-  @typedoc "sid => its last point, or why it has none it can be rebuilt from."
+  @typedoc """
+  sid => its last point: its last commit of files (nil: the
+  configuration's files), the shell state since (nil: the commit's), its
+  history's head; or why it has none it can be rebuilt from.
+  """
   @type points :: %{
           optional(non_neg_integer()) =>
-            %{fs: String.t(), shell: String.t() | nil, head: String.t() | nil}
+            %{fs: String.t() | nil, shell: binary() | nil, head: String.t() | nil}
             | {:unrecoverable, String.t()}
         }
 
@@ -42,25 +46,42 @@ defmodule ExBashkit.Worker.Recovery do
   @doc false
   # Record the point of frame `payload` for `sid`, its objects stored.
   @spec put(points(), non_neg_integer(), term()) :: points()
-  def put(points, sid, {:error, message}) when is_binary(message),
-    do: Map.put(points, sid, {:unrecoverable, message})
-
-  def put(points, sid, {[fs, shell, head], objects}) when is_list(objects) do
+  def put(points, sid, {:commit, fs, head, objects}) when is_binary(fs) and is_list(objects) do
     case History.store_objects(fs, objects) do
-      :ok -> Map.put(points, sid, %{fs: fs, shell: shell, head: head})
+      :ok -> Map.put(points, sid, %{fs: fs, shell: nil, head: head})
       {:error, message} -> Map.put(points, sid, {:unrecoverable, message})
     end
   end
 
+  def put(points, sid, {:shell, bytes, head}) when is_binary(bytes) do
+    case Map.get(points, sid, %{fs: nil}) do
+      {:unrecoverable, _} = lost -> Map.put(points, sid, lost)
+      point -> Map.put(points, sid, Map.merge(point, %{shell: bytes, head: head}))
+    end
+  end
+
+  def put(points, sid, {:error, message}) when is_binary(message),
+    do: Map.put(points, sid, {:unrecoverable, message})
+
   def put(points, sid, _malformed),
     do: Map.put(points, sid, {:unrecoverable, "malformed recovery point"})
+
+  @doc false
+  # A commit of `sid`'s history moved its head to `id`.
+  @spec committed(points(), non_neg_integer(), String.t()) :: points()
+  def committed(points, sid, id) do
+    case Map.get(points, sid, %{fs: nil, shell: nil}) do
+      %{} = point -> Map.put(points, sid, Map.put(point, :head, id))
+      lost -> Map.put(points, sid, lost)
+    end
+  end
 
   @doc false
   # The commits the points keep: GC roots.
   @spec roots(points()) :: [String.t()]
   def roots(points) do
     for {_sid, %{} = point} <- points,
-        id <- [point.fs, point.shell, point.head],
+        id <- [point.fs, point.head],
         id != nil,
         uniq: true,
         do: id
@@ -72,7 +93,7 @@ defmodule ExBashkit.Worker.Recovery do
   @spec recover_frame(map(), pos_integer(), non_neg_integer()) ::
           {:ok, tuple()} | {:error, String.t()}
   def recover_frame(%{fs: fs, shell: shell, head: head}, id, sid) do
-    with {:ok, objects} <- History.objects_of([fs | List.wrap(shell)]) do
+    with {:ok, objects} <- History.objects_of(List.wrap(fs)) do
       request = %{fs: fs, shell: shell, head: head, kept: History.ancestry_of(head)}
       {:ok, {:recover, id, sid, request, objects}}
     end

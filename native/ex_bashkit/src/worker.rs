@@ -84,8 +84,8 @@ use crate::run::runtime::{self, RuntimeConfig};
 use crate::run::watchdog::ExecTicket;
 use crate::search;
 use crate::session::history;
-use crate::session::recovery;
 use crate::session::lifecycle::{Op, OpCallOptions};
+use crate::session::recovery;
 use crate::session::snapshot::{self, SnapshotRequest};
 use crate::session::{self, ExecCallOptions, Session};
 use crate::term::value::{Bytes, FromValue, Value};
@@ -583,7 +583,8 @@ fn dispatch(
         "history_kept" => reply.finish(&history::ids_value(&session.history.kept())),
         "recovery_point" => recovery::point_call(op(session, "recovery", id, items, 3)?, reply),
         "recover" => {
-            let request = recovery::RecoverRequest::from_value(items.get(3).ok_or("missing point")?)?;
+            let request =
+                recovery::RecoverRequest::from_value(items.get(3).ok_or("missing point")?)?;
             let objects: Vec<(String, Bytes)> = arg(items, 4)?;
             reply.finish(&recovery::recover(&session, request, objects));
         }

@@ -75,8 +75,6 @@ pub(super) struct State {
     /// stored (`session/recovery.rs`): GC roots too.
     pub(super) point: Option<super::recovery::Point>,
     pub(super) prior_point: Vec<CommitId>,
-    /// The shell state's fingerprint as built, before any point.
-    pub(super) built_print: Option<u64>,
 }
 
 impl State {
@@ -448,8 +446,8 @@ pub fn checkout(
             check_no_base(&session, "checkout/2")?;
             let mut bash = call.turn().await.map_err(|failure| failure.message)?;
             let blobs = objects.load()?;
-            let reached = reach(id, &blobs, &[])
-                .map_err(|message| format!("invalid commit: {message}"))?;
+            let reached =
+                reach(id, &blobs, &[]).map_err(|message| format!("invalid commit: {message}"))?;
             bash.checkout(id, &blobs, CheckoutPolicy::Superset)
                 .map_err(|e| describe(&e))?;
             session.forget_plain();
@@ -639,10 +637,7 @@ mod tests {
         let packed = bash.commit(CommitOptions::new()).unwrap();
         let id = packed.id();
         let blobs: HashMap<ObjectId, Vec<u8>> = packed.into_objects().collect();
-        let ours: HashSet<ObjectId> = reach(id, &blobs, &[])
-            .unwrap()
-            .into_keys()
-            .collect();
+        let ours: HashSet<ObjectId> = reach(id, &blobs, &[]).unwrap().into_keys().collect();
         let theirs: HashSet<ObjectId> = SnapshotGraph::reachable(id, &blobs)
             .unwrap()
             .into_iter()

@@ -578,7 +578,7 @@ defmodule ExBashkit.Worker do
   @spec protocol_atoms() :: [atom()]
   def protocol_atoms do
     [:ex_bashkit_reply, :ex_bashkit_output, :ex_bashkit_callback, :ex_bashkit_recovery] ++
-      [:ok, :error, nil, true, :commit, :shell] ++
+      [:ok, :error, nil, true, :commit, :shell, :files, :gone, :link] ++
       [false, :env, :variables, :cwd, :functions, :aliases, :last_exit_code, :builtin, :vfs] ++
       [:read, :write, :append, :mkdir, :remove, :rename, :list, :stat, :file, :dir, :symlink] ++
       [:fs_usage, :bytes, :files, :dirs, :complete, :created, :modified, :deleted] ++

@@ -17,12 +17,18 @@ defmodule ExBashkit.Worker.Recovery do
 
   @typedoc """
   sid => its last point: its last commit of files (nil: the
-  configuration's files), the shell state since (nil: the commit's), its
-  history's head; or why it has none it can be rebuilt from.
+  configuration's files), the file entries sent since (newest first), the
+  shell state since (nil: the commit's), its history's head; or why it has
+  none it can be rebuilt from.
   """
   @type points :: %{
           optional(non_neg_integer()) =>
-            %{fs: String.t() | nil, shell: binary() | nil, head: String.t() | nil}
+            %{
+              fs: String.t() | nil,
+              files: [list()],
+              shell: binary() | nil,
+              head: String.t() | nil
+            }
             | {:unrecoverable, String.t()}
         }
 
@@ -48,17 +54,16 @@ defmodule ExBashkit.Worker.Recovery do
   @spec put(points(), non_neg_integer(), term()) :: points()
   def put(points, sid, {:commit, fs, head, objects}) when is_binary(fs) and is_list(objects) do
     case History.store_objects(fs, objects) do
-      :ok -> Map.put(points, sid, %{fs: fs, shell: nil, head: head})
+      :ok -> Map.put(points, sid, %{fs: fs, files: [], shell: nil, head: head})
       {:error, message} -> Map.put(points, sid, {:unrecoverable, message})
     end
   end
 
-  def put(points, sid, {:shell, bytes, head}) when is_binary(bytes) do
-    case Map.get(points, sid, %{fs: nil}) do
-      {:unrecoverable, _} = lost -> Map.put(points, sid, lost)
-      point -> Map.put(points, sid, Map.merge(point, %{shell: bytes, head: head}))
-    end
-  end
+  def put(points, sid, {:shell, bytes, head}) when is_binary(bytes),
+    do: update(points, sid, &%{&1 | shell: bytes, head: head})
+
+  def put(points, sid, {:files, entries, bytes, head}) when is_list(entries) and is_binary(bytes),
+    do: update(points, sid, &%{&1 | files: [entries | &1.files], shell: bytes, head: head})
 
   def put(points, sid, {:error, message}) when is_binary(message),
     do: Map.put(points, sid, {:unrecoverable, message})
@@ -69,10 +74,14 @@ defmodule ExBashkit.Worker.Recovery do
   @doc false
   # A commit of `sid`'s history moved its head to `id`.
   @spec committed(points(), non_neg_integer(), String.t()) :: points()
-  def committed(points, sid, id) do
-    case Map.get(points, sid, %{fs: nil, shell: nil}) do
-      %{} = point -> Map.put(points, sid, Map.put(point, :head, id))
-      lost -> Map.put(points, sid, lost)
+  def committed(points, sid, id), do: update(points, sid, &%{&1 | head: id})
+
+  # A point that has none yet is the configuration's; one that could not
+  # be stored stays lost until a commit is.
+  defp update(points, sid, fun) do
+    case Map.get(points, sid, %{fs: nil, files: [], shell: nil, head: nil}) do
+      %{} = point -> Map.put(points, sid, fun.(point))
+      lost -> points |> Map.put(sid, lost)
     end
   end
 
@@ -92,9 +101,16 @@ defmodule ExBashkit.Worker.Recovery do
   # `id`, or an error: the store lost its objects.
   @spec recover_frame(map(), pos_integer(), non_neg_integer()) ::
           {:ok, tuple()} | {:error, String.t()}
-  def recover_frame(%{fs: fs, shell: shell, head: head}, id, sid) do
+  def recover_frame(%{fs: fs, shell: shell, head: head} = point, id, sid) do
     with {:ok, objects} <- History.objects_of(List.wrap(fs)) do
-      request = %{fs: fs, shell: shell, head: head, kept: History.ancestry_of(head)}
+      request = %{
+        fs: fs,
+        files: point.files |> Enum.reverse() |> Enum.concat(),
+        shell: shell,
+        head: head,
+        kept: History.ancestry_of(head)
+      }
+
       {:ok, {:recover, id, sid, request, objects}}
     end
   end

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use bashkit::{Bash, ExecutionLimits, FileSystem, FsLimits, InMemoryFs, SessionLimits};
 
-use crate::fs::written::WrittenFs;
+use crate::fs::written::{Written, WrittenFs};
 use crate::image::layer::BaseLayer;
 use crate::image::BaseImage;
 
@@ -213,12 +213,20 @@ impl Layer {
         }
     }
 
-    /// Whether the layer may have changed since the last call (a layer
-    /// over a base image cannot tell: always).
-    pub fn take_written(&self) -> bool {
+    /// What changed in the layer since the last call (a layer over a base
+    /// image cannot tell: anything).
+    pub fn take_written(&self) -> Written {
         match self {
             Layer::Plain(fs) => fs.take_written(),
-            Layer::Base(_) => true,
+            Layer::Base(_) => Written::All,
+        }
+    }
+
+    /// The layer that records its writes, when it is not over a base image.
+    pub fn recorded(&self) -> Option<&Arc<WrittenFs>> {
+        match self {
+            Layer::Plain(fs) => Some(fs),
+            Layer::Base(_) => None,
         }
     }
 

@@ -63,6 +63,26 @@ defmodule ExBashkit.Worker.RecoveryTest do
     assert {:ok, [%{id: ^commit}]} = Session.log(session)
   end
 
+  test "files an exec moved, removed, linked, re-made and chmodded come back as they were" do
+    session = with_state()
+
+    assert {:ok, %Result{exit_code: 0}} =
+             Session.exec(session, """
+             mkdir -p /d/sub; echo a > /d/sub/a; echo b > /d/b; ln -s /e/b /d/link; chmod 600 /d/b
+             """)
+
+    assert {:ok, %Result{exit_code: 0}} =
+             Session.exec(session, """
+             mv /d /e; mkdir /d; echo new > /d/n; rm /e/sub/a; echo c > /e/sub/c; rm -r /tmp
+             mkdir /tmp; echo back > /tmp/file
+             """)
+
+    listing = "ls -lR /d /e /tmp; cat /e/link /e/sub/c /d/n /tmp/file"
+    assert {:ok, %Result{exit_code: 0, stdout: before}} = Session.exec(session, listing)
+    kill_process(session)
+    assert {:ok, %Result{exit_code: 0, stdout: ^before}} = Session.exec(session, listing)
+  end
+
   test "a write through the filesystem functions is recoverable once it is answered" do
     session = with_state()
     assert :ok = Session.write_file(session, "/tmp/more", "written\n")

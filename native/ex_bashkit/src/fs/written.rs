@@ -1,13 +1,14 @@
-//! The session's in-memory layer, told apart when it was written: what
-//! lets a durable session skip hashing its files after an exec that wrote
-//! none (`session/recovery.rs`).
+//! The session's in-memory layer, told apart when it was written, and
+//! where: what lets a durable session skip hashing its files after an exec
+//! that wrote none, and send only the files an exec wrote
+//! (`session/recovery.rs`).
 //!
-//! A thin wrapper that forwards every call and raises one flag on every
-//! call that may change the layer (a write that fails raises it too: a
-//! partial write is a change). Reads cost nothing more.
+//! A thin wrapper that forwards every call and records, on every call that
+//! may change the layer, the paths it touched (a write that fails counts
+//! too: a partial write is a change). Reads cost nothing more.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
 use async_trait::async_trait;
@@ -15,29 +16,85 @@ use bashkit::{
     DirEntry, FileSystem, FileSystemExt, FsLimits, FsUsage, InMemoryFs, Metadata, Result,
     SearchCapable, VfsSnapshot,
 };
+use parking_lot::Mutex;
 
-/// An in-memory filesystem and whether it was written since last asked.
+/// Paths past which a change is told as "everything": a script that
+/// touches more files than this is cheaper to commit whole.
+const MAX_TOUCHED: usize = 4_096;
+
+/// What changed in the layer since last asked.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub enum Written {
+    #[default]
+    Nothing,
+    /// These paths, each as it is now: a file, a directory, a symlink, or
+    /// gone. A directory in `trees` was removed, renamed or copied there:
+    /// what it held before is gone, what it holds now is part of it.
+    Paths {
+        paths: BTreeSet<PathBuf>,
+        trees: BTreeSet<PathBuf>,
+    },
+    /// Anything: the whole layer was replaced, or too much was touched.
+    All,
+}
+
+impl Written {
+    fn touch(&mut self, path: &Path, tree: bool) {
+        if let Written::Nothing = self {
+            *self = Written::Paths {
+                paths: BTreeSet::new(),
+                trees: BTreeSet::new(),
+            };
+        }
+        if let Written::Paths { paths, trees } = self {
+            paths.insert(path.to_path_buf());
+            if tree {
+                trees.insert(path.to_path_buf());
+            }
+            if paths.len() > MAX_TOUCHED {
+                *self = Written::All;
+            }
+        }
+    }
+}
+
+/// An in-memory filesystem and what was written in it since last asked.
 pub struct WrittenFs {
     inner: InMemoryFs,
-    written: AtomicBool,
+    written: Mutex<Written>,
 }
 
 impl WrittenFs {
-    /// `inner`, counted as written (nothing has recorded it yet).
+    /// `inner`, counted as wholly written (nothing has recorded it yet).
     pub fn new(inner: InMemoryFs) -> Self {
         Self {
             inner,
-            written: AtomicBool::new(true),
+            written: Mutex::new(Written::All),
         }
     }
 
-    /// Whether the layer was written since the last call.
-    pub fn take_written(&self) -> bool {
-        self.written.swap(false, Ordering::AcqRel)
+    /// What was written since the last call.
+    pub fn take_written(&self) -> Written {
+        std::mem::take(&mut *self.written.lock())
     }
 
-    fn wrote<T>(&self, result: Result<T>) -> Result<T> {
-        self.written.store(true, Ordering::Release);
+    /// The filesystem itself, whose writes are not recorded (a recovery
+    /// replaying what was recorded).
+    pub fn unrecorded(&self) -> &InMemoryFs {
+        &self.inner
+    }
+
+    fn wrote<T>(&self, result: Result<T>, path: &Path) -> Result<T> {
+        self.written.lock().touch(path, false);
+        result
+    }
+
+    fn wrote_tree<T>(&self, result: Result<T>, from: Option<&Path>, to: &Path) -> Result<T> {
+        let mut written = self.written.lock();
+        if let Some(from) = from {
+            written.touch(from, true);
+        }
+        written.touch(to, true);
         result
     }
 }
@@ -49,7 +106,7 @@ impl FileSystemExt for WrittenFs {
     }
 
     async fn mkfifo(&self, path: &Path, mode: u32) -> Result<()> {
-        self.wrote(self.inner.mkfifo(path, mode).await)
+        self.wrote(self.inner.mkfifo(path, mode).await, path)
     }
 
     fn limits(&self) -> FsLimits {
@@ -61,7 +118,8 @@ impl FileSystemExt for WrittenFs {
     }
 
     fn vfs_restore(&self, snapshot: &VfsSnapshot) -> Result<()> {
-        self.wrote(self.inner.vfs_restore(snapshot))
+        *self.written.lock() = Written::All;
+        self.inner.vfs_restore(snapshot)
     }
 
     fn backend_kind(&self) -> &'static str {
@@ -76,19 +134,19 @@ impl FileSystem for WrittenFs {
     }
 
     async fn write_file(&self, path: &Path, content: &[u8]) -> Result<()> {
-        self.wrote(self.inner.write_file(path, content).await)
+        self.wrote(self.inner.write_file(path, content).await, path)
     }
 
     async fn append_file(&self, path: &Path, content: &[u8]) -> Result<()> {
-        self.wrote(self.inner.append_file(path, content).await)
+        self.wrote(self.inner.append_file(path, content).await, path)
     }
 
     async fn mkdir(&self, path: &Path, recursive: bool) -> Result<()> {
-        self.wrote(self.inner.mkdir(path, recursive).await)
+        self.wrote(self.inner.mkdir(path, recursive).await, path)
     }
 
     async fn remove(&self, path: &Path, recursive: bool) -> Result<()> {
-        self.wrote(self.inner.remove(path, recursive).await)
+        self.wrote_tree(self.inner.remove(path, recursive).await, None, path)
     }
 
     async fn stat(&self, path: &Path) -> Result<Metadata> {
@@ -108,15 +166,15 @@ impl FileSystem for WrittenFs {
     }
 
     async fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        self.wrote(self.inner.rename(from, to).await)
+        self.wrote_tree(self.inner.rename(from, to).await, Some(from), to)
     }
 
     async fn copy(&self, from: &Path, to: &Path) -> Result<()> {
-        self.wrote(self.inner.copy(from, to).await)
+        self.wrote_tree(self.inner.copy(from, to).await, None, to)
     }
 
     async fn symlink(&self, target: &Path, link: &Path) -> Result<()> {
-        self.wrote(self.inner.symlink(target, link).await)
+        self.wrote(self.inner.symlink(target, link).await, link)
     }
 
     async fn read_link(&self, path: &Path) -> Result<PathBuf> {
@@ -124,11 +182,11 @@ impl FileSystem for WrittenFs {
     }
 
     async fn chmod(&self, path: &Path, mode: u32) -> Result<()> {
-        self.wrote(self.inner.chmod(path, mode).await)
+        self.wrote(self.inner.chmod(path, mode).await, path)
     }
 
     async fn set_modified_time(&self, path: &Path, time: SystemTime) -> Result<()> {
-        self.wrote(self.inner.set_modified_time(path, time).await)
+        self.wrote(self.inner.set_modified_time(path, time).await, path)
     }
 
     fn as_search_capable(&self) -> Option<&dyn SearchCapable> {

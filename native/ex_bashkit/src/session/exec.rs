@@ -296,7 +296,7 @@ pub fn exec(
             let result = run_script(&mut bash, &script, options, &partial, mode).await;
             let metrics = metering.stop(&bash);
             if durable {
-                super::recovery::after_call(&session, &bash, &caller);
+                super::recovery::after_call(&session, &bash, &caller).await;
             }
             let waited = Duration::from_nanos(session.waited_for_elixir().saturating_sub(waited));
             let measured = shape.filter(|_| !call.track_changes);

@@ -3,27 +3,35 @@
 //!
 //! After each exec in a worker (and each other call that may change the
 //! state, asked by the worker's owner), a session with `durable: true`
-//! compares its state with its last point: its in-memory layer was written
-//! (`fs/written.rs`) or its shell state's fingerprint moved. When files
-//! changed it commits (bashkit hashes every file: cost ∝ bytes held) and
-//! sends the objects the store lacks; when only the shell state did, it
-//! sends that state alone (serialized, a few KiB), which a recovery puts
-//! back over the last commit. Either goes to the owner ahead of the call's
-//! answer on the same pipe, so the owner keeps it first:
-//! `{:ex_bashkit_recovery, id, {sid, point}}`, `point` one of
-//! `{:commit, fs, head | nil, objects}`, `{:shell, bytes, head | nil}`,
-//! `{:error, message}`
-//! (the session cannot be recovered).
+//! compares its state with its last point: what its in-memory layer
+//! recorded as written (`fs/written.rs`), and its shell state's
+//! fingerprint. It then sends, ahead of the call's answer on the same pipe
+//! (so the owner keeps it first), `{:ex_bashkit_recovery, id, {sid, point}}`
+//! with `point` one of:
+//!
+//! - `{:shell, bytes, head | nil}`: only the shell state changed (a few
+//!   KiB, serialized);
+//! - `{:files, entries, bytes, head | nil}`: a few files too, read back as
+//!   they are now (`recovery/files.rs`), replayed over the last commit;
+//! - `{:commit, fs, head | nil, objects}`: a commit of everything, with the
+//!   objects the store lacks, when the files sent since the last one pass
+//!   [`MAX_FILE_BYTES`], or the layer cannot say what changed (bashkit
+//!   hashes every file: cost ∝ bytes held);
+//! - `{:error, message}`: the session cannot be recovered.
 //!
 //! A point's commit is not a commit of the session's history: it moves
 //! neither the head nor the log. It (and the previous point's, until this
 //! one is stored) is a GC root.
+
+mod files;
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use bashkit::{Bash, CheckoutPolicy, CommitId, CommitOptions, ObjectId, ShellState};
+
+use crate::fs::written::Written;
 
 use super::history::{self, describe, hex, parse_id, reach, refs_value, Node, ObjectList};
 use super::lifecycle::Op;
@@ -32,6 +40,10 @@ use crate::run::reply::{ReplyTo, SharedCaller};
 use crate::run::{guard, runtime};
 use crate::term::value::{Bytes, Value};
 
+/// Bytes of files sent since the last commit past which the next point is
+/// a commit again: a recovery replays every file sent since it.
+const MAX_FILE_BYTES: u64 = 8 << 20;
+
 /// A session's last recovery point.
 pub(crate) struct Point {
     /// The last commit of files and shell state, if any (none: the files
@@ -39,6 +51,8 @@ pub(crate) struct Point {
     fs: Option<(CommitId, HashMap<ObjectId, Node>)>,
     /// The fingerprint of the shell state the point holds.
     print: u64,
+    /// Bytes of files sent since `fs`.
+    file_bytes: u64,
 }
 
 impl Point {
@@ -117,6 +131,7 @@ pub fn note_built(session: &Session, bash: &Bash) {
         state.point = Some(Point {
             fs: None,
             print: print(&bash.shell_state()),
+            file_bytes: 0,
         });
         session.layer().take_written();
     }
@@ -124,8 +139,8 @@ pub fn note_built(session: &Session, bash: &Bash) {
 
 /// A new point if the state changed since the last one: sent to `caller`
 /// before its answer.
-pub fn after_call(session: &Session, bash: &Bash, caller: &SharedCaller) {
-    let point = match point(session, bash) {
+pub async fn after_call(session: &Session, bash: &Bash, caller: &SharedCaller) {
+    let point = match point(session, bash).await {
         Ok(None) => return,
         Ok(Some(point)) => point,
         Err(message) => Value::error(message),
@@ -135,32 +150,64 @@ pub fn after_call(session: &Session, bash: &Bash, caller: &SharedCaller) {
     caller.lock().send("ex_bashkit_recovery", &frame);
 }
 
-fn point(session: &Session, bash: &Bash) -> Result<Option<Value>, String> {
-    let written = session.layer().take_written();
+async fn point(session: &Session, bash: &Bash) -> Result<Option<Value>, String> {
+    let layer = session.layer();
+    let written = layer.take_written();
     let shell = bash.shell_state();
     let print = print(&shell);
     let history = &session.history;
+    let (same_shell, file_bytes) = {
+        let state = history.state.lock();
+        let last = state
+            .point
+            .as_ref()
+            .ok_or("no recovery point to compare with")?;
+        (last.print == print, last.file_bytes)
+    };
+    let head = || {
+        let head = history.state.lock().head;
+        head.map(|c| hex(&c)).unwrap_or_else(Value::nil)
+    };
+    let set = |file_bytes: u64| {
+        if let Some(last) = history.state.lock().point.as_mut() {
+            last.print = print;
+            last.file_bytes = file_bytes;
+        }
+    };
+    let serialized = || serde_json::to_vec(&shell).map_err(|e| e.to_string());
+    match (written, layer.recorded()) {
+        (Written::Nothing, _) if same_shell => Ok(None),
+        (Written::Nothing, _) => {
+            set(file_bytes);
+            Ok(Some(Value::tuple([
+                Value::atom("shell"),
+                Value::bin(&serialized()?),
+                head(),
+            ])))
+        }
+        (Written::Paths { paths, trees }, Some(fs)) if file_bytes < MAX_FILE_BYTES => {
+            let (entries, bytes) = files::read(fs.unrecorded(), &paths, &trees).await;
+            set(file_bytes.saturating_add(bytes));
+            Ok(Some(Value::tuple([
+                Value::atom("files"),
+                Value::List(entries),
+                Value::bin(&serialized()?),
+                head(),
+            ])))
+        }
+        _ => commit(session, bash, print).map(Some),
+    }
+}
+
+/// A point that commits everything.
+fn commit(session: &Session, bash: &Bash, print: u64) -> Result<Value, String> {
+    let history = &session.history;
     let mut state = history.state.lock();
     let state = &mut *state;
-    let Some(last) = state.point.as_mut() else {
-        return Err("no recovery point to compare with".to_string());
-    };
-    if !written {
-        if last.print == print {
-            return Ok(None);
-        }
-        last.print = print;
-        let bytes = serde_json::to_vec(&shell).map_err(|e| e.to_string())?;
-        let head = state.head.map(|c| hex(&c)).unwrap_or_else(Value::nil);
-        return Ok(Some(Value::tuple([
-            Value::atom("shell"),
-            Value::bin(&bytes),
-            head,
-        ])));
-    }
-    let last: &Point = last;
-    let known: Vec<&HashMap<ObjectId, Node>> =
-        std::iter::once(&state.reach).chain(last.reach()).collect();
+    let last = state.point.as_ref();
+    let known: Vec<&HashMap<ObjectId, Node>> = std::iter::once(&state.reach)
+        .chain(last.and_then(Point::reach))
+        .collect();
     let mut options = CommitOptions::new().have(known.iter().flat_map(|k| k.keys()));
     if let Some(head) = state.head {
         options = options.parent(head);
@@ -182,15 +229,16 @@ fn point(session: &Session, bash: &Bash) -> Result<Option<Value>, String> {
     state.point = Some(Point {
         fs: Some((id, reached)),
         print,
+        file_bytes: 0,
     });
     let head = state.head.map(|c| hex(&c)).unwrap_or_else(Value::nil);
-    history.publish(&state);
-    Ok(Some(Value::tuple([
+    history.publish(state);
+    Ok(Value::tuple([
         Value::atom("commit"),
         hex(&id),
         head,
         Value::List(objects),
-    ])))
+    ]))
 }
 
 /// Forget the point (a reset: the state is the configuration's again).
@@ -210,7 +258,7 @@ pub fn point_call(op: Op, reply: ReplyTo) {
         let outcome = guard::catch_future(async {
             let bash = op.turn().await.map_err(|failure| failure.message)?;
             note_built(&session, &bash);
-            after_call(&session, &bash, &caller);
+            after_call(&session, &bash, &caller).await;
             Ok::<_, String>(Value::ok())
         })
         .await;
@@ -223,20 +271,23 @@ pub fn point_call(op: Op, reply: ReplyTo) {
 #[derive(Debug, Default)]
 pub struct RecoverRequest {
     pub fs: Option<String>,
+    /// The file entries sent since `fs`, oldest first.
+    pub files: Vec<Value>,
     pub shell: Option<Bytes>,
     pub head: Option<String>,
     pub kept: Vec<String>,
 }
 crate::from_map!(RecoverRequest {
     fs,
+    files,
     shell,
     head,
     kept
 });
 
 /// Put the point back into a session just rebuilt from its configuration
-/// (`{:recover, id, sid, request, objects}`): the commit, then the shell
-/// state over it; the head and log as they were. On the worker's reading
+/// (`{:recover, id, sid, request, objects}`): the commit, the files sent
+/// since, then the shell state over them; the head and log as they were. On the worker's reading
 /// thread, like the session's build, so that every request after it (a
 /// filesystem read too, which takes no turn) finds the session recovered.
 pub fn recover(session: &Session, request: RecoverRequest, objects: impl ObjectList) -> Value {
@@ -267,6 +318,12 @@ pub fn recover(session: &Session, request: RecoverRequest, objects: impl ObjectL
             bash.checkout(id, &blobs, CheckoutPolicy::Superset)
                 .map_err(|e| describe(&e))?;
         }
+        let file_bytes = match session.layer().recorded() {
+            Some(fs) => files::replay(fs.unrecorded(), &request.files)
+                .await
+                .map_err(|m| format!("invalid recovery point: {m}"))?,
+            None => 0,
+        };
         if let Some(shell) = &shell {
             bash.restore_shell_state(shell);
         }
@@ -280,6 +337,7 @@ pub fn recover(session: &Session, request: RecoverRequest, objects: impl ObjectL
         state.point = Some(Point {
             fs: fs.zip(fs_reach),
             print: print(&bash.shell_state()),
+            file_bytes,
         });
         history.publish(&state);
         Ok::<_, String>(Value::ok())

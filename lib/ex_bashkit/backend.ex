@@ -113,11 +113,13 @@ defmodule ExBashkit.Backend do
 
   # A session names its worker by its registered name, so that it reaches
   # the restarted owner process if the old one ever died.
-  # A request's metadata carrying the session's handle: while the request
-  # is on its way the handle is alive, so the session (and its own worker,
-  # which stops with its last session) cannot be dropped under a call whose
-  # caller no longer holds it (`Session.state!(Session.new())`).
-  defp holding(resource, meta \\ %{}), do: Map.put(meta || %{}, :session, resource)
+  @doc false
+  # `result`, the session's handle kept alive until the request that gave
+  # it was sent: a handle collected earlier would drop the session, and
+  # stop its own worker, ahead of a call whose caller no longer holds it
+  # (`Session.state!(Session.new())`).
+  @spec keep(reference(), result) :: result when result: term()
+  def keep(_resource, result), do: result
 
   defp whereis(name) do
     case GenServer.whereis(name) do
@@ -153,7 +155,8 @@ defmodule ExBashkit.Backend do
   def exec(resource, {:process, name, sid}, script, call, meta) do
     with {:ok, worker} <- whereis(name) do
       ref = Process.monitor(worker)
-      id = Worker.request(worker, ref, {:exec, sid, script, call}, holding(resource, meta))
+      id = Worker.request(worker, ref, {:exec, sid, script, call}, meta)
+      keep(resource, :ok)
       {:ok, ref, id}
     end
   end
@@ -227,7 +230,7 @@ defmodule ExBashkit.Backend do
 
   def cancel(resource, {:process, name, sid}) do
     with {:ok, worker} <- whereis(name),
-         do: Worker.call(worker, {:cancel, sid}, holding(resource)) == true
+         do: keep(resource, Worker.call(worker, {:cancel, sid}) == true)
   end
 
   @doc false
@@ -250,7 +253,8 @@ defmodule ExBashkit.Backend do
   def submit(resource, {:process, name, sid}, op, args) do
     with {:ok, worker} <- whereis(name) do
       ref = Process.monitor(worker)
-      Worker.request(worker, ref, List.to_tuple([op, sid | args]), holding(resource))
+      Worker.request(worker, ref, List.to_tuple([op, sid | args]))
+      keep(resource, :ok)
       {:ok, ref}
     end
   end
@@ -262,7 +266,7 @@ defmodule ExBashkit.Backend do
 
   def history_kept(resource, {:process, name, sid}) do
     with {:ok, worker} <- whereis(name),
-         do: Worker.call(worker, {:history_kept, sid}, holding(resource))
+         do: keep(resource, Worker.call(worker, {:history_kept, sid}))
   end
 
   @doc false
@@ -301,7 +305,7 @@ defmodule ExBashkit.Backend do
 
   def fs(resource, {:process, name, sid}, request) do
     case whereis(name) do
-      {:ok, worker} -> Worker.call(worker, {:fs, sid, request}, holding(resource))
+      {:ok, worker} -> keep(resource, Worker.call(worker, {:fs, sid, request}))
       {:error, message} -> {:error, ExBashkit.Error.new(:lost, message)}
     end
   end
@@ -313,7 +317,7 @@ defmodule ExBashkit.Backend do
 
   def describe(resource, {:process, name, sid}) do
     with {:ok, worker} <- whereis(name),
-         do: Worker.call(worker, {:describe, sid}, holding(resource))
+         do: keep(resource, Worker.call(worker, {:describe, sid}))
   end
 
   @doc false
@@ -323,7 +327,7 @@ defmodule ExBashkit.Backend do
 
   def info(resource, {:process, name, sid}) do
     with {:ok, worker} <- whereis(name),
-         {_, _, _} = info <- Worker.call(worker, {:info, sid}, holding(resource)) do
+         {_, _, _} = info <- keep(resource, Worker.call(worker, {:info, sid})) do
       info
     else
       _ -> nil

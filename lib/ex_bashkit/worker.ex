@@ -683,12 +683,9 @@ defmodule ExBashkit.Worker do
   defp empty_answer(state, :history_roots), do: Recovery.roots(state.points)
   defp empty_answer(_state, kind), do: Map.fetch!(@empty_answers, kind)
 
-  # Whether session `sid` here is rebuilt from recovery points after a
-  # crash: durable, and not over a base image (whose deletions a commit
-  # cannot hold yet).
   defp recoverable?(state, sid) do
     case Map.fetch(state.sessions, sid) do
-      {:ok, config} -> Recovery.durable?(config) and Map.get(config, :base) == nil
+      {:ok, config} -> Recovery.recoverable?(config)
       :error -> false
     end
   end

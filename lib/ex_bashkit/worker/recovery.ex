@@ -35,11 +35,15 @@ defmodule ExBashkit.Worker.Recovery do
   # The calls besides exec that may change a session's state, and the
   # filesystem requests among them.
   @changing_kinds [:restore, :history_checkout]
-  @changing_fs [:write, :mkdir, :remove, :rename]
+  @changing_fs [:write, :mkdir, :remove, :rename, :undelete]
 
   @doc false
-  @spec durable?(map()) :: boolean()
-  def durable?(config), do: Map.get(config, :durable, false) == true
+  # Whether a session built from `config` (its native configuration) is
+  # rebuilt from recovery points after a crash: durable, and not over a
+  # base image (whose deletions a commit cannot hold yet).
+  @spec recoverable?(map()) :: boolean()
+  def recoverable?(config),
+    do: Map.get(config, :durable) == true and Map.get(config, :base) == nil
 
   @doc false
   # Whether the answer of `request` waits for a point.
@@ -81,7 +85,7 @@ defmodule ExBashkit.Worker.Recovery do
   defp update(points, sid, fun) do
     case Map.get(points, sid, %{fs: nil, files: [], shell: nil, head: nil}) do
       %{} = point -> Map.put(points, sid, fun.(point))
-      lost -> points |> Map.put(sid, lost)
+      lost -> Map.put(points, sid, lost)
     end
   end
 

@@ -93,6 +93,15 @@ defmodule ExBashkit.Worker.RecoveryTest do
     assert {:ok, %Result{stdout: "1\n"}} = Session.exec(session, "echo $KEEP")
   end
 
+  test "a file brought back from the trash stays back" do
+    session = with_state(soft_delete: true)
+    assert {:ok, %Result{exit_code: 0}} = Session.exec(session, "rm /tmp/file")
+    assert {:ok, [%{path: "/tmp/file"}]} = Session.trash(session)
+    assert :ok = Session.undelete(session, "/tmp/file")
+    kill_process(session)
+    assert {:ok, "data\n"} = Session.read_file(session, "/tmp/file")
+  end
+
   test "a restored snapshot and a checkout are what a crash comes back to" do
     session = with_state()
     {:ok, snapshot} = Session.snapshot(session)

@@ -6,8 +6,10 @@ defmodule ExBashkit.Worker.Recovery do
   # them).
   #
   # A point arrives as a frame ahead of the answer of the call that made
-  # it: its objects are stored here, in the caller's wait, so that the
-  # answer is given only once the state it reports is recoverable. A call
+  # it: a commit's objects go to the store, a shell state and the files
+  # sent since the last commit stay here, beside the session's
+  # configuration; either before the answer goes on, so that the answer is
+  # given only once the state it reports is recoverable. A call
   # other than an exec that may change the state (a file written, a
   # restore, a checkout) has its answer held until a point is made for it
   # (`{:recovery_point, ...}`). The points' commits are GC roots while the

@@ -134,11 +134,14 @@ defmodule Bench.History do
     end
   end
 
+  defp difference(ns) when ns < 0, do: "−" <> Stats.fmt_ns(-ns)
+  defp difference(ns), do: "+" <> Stats.fmt_ns(ns)
+
   defp render(rows, commit, fork, restore, load_before, load_after, quick?) do
     pairs =
       for {label, [{a, sa}, {b, sb}]} <- rows do
         "| #{label} | #{a}: #{Stats.fmt_ns(sa.median)} | #{b}: #{Stats.fmt_ns(sb.median)} | " <>
-          "#{Stats.fmt_ratio(sa.median / sb.median)} | +#{Stats.fmt_ns(sa.median - sb.median)} |"
+          "#{Stats.fmt_ratio(sa.median / sb.median)} | #{difference(sa.median - sb.median)} |"
       end
 
     """

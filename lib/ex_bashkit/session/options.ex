@@ -389,7 +389,8 @@ defmodule ExBashkit.Session.Options do
         native: true,
         doc:
           "with `isolation: :process`, each exec that changed the session's state leaves " <>
-            "it recoverable before its answer (a recovery point in `ExBashkit.Store`): when " <>
+            "it recoverable before its answer (a recovery point kept outside that process, " <>
+            "its files in `ExBashkit.Store`): when " <>
             "the session's OS process dies, the exec in flight answers `reason: :crashed` and " <>
             "the session comes back on a new process as it was before that exec. `false` " <>
             "pays nothing and keeps no point: such a session is rebuilt from its `new/1` " <>

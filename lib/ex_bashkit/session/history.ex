@@ -55,16 +55,10 @@ defmodule ExBashkit.Session.History do
   end
 
   @doc false
-  # `[{id, blob}]`: everything commits `ids` reach.
-  @spec objects_of([String.t()]) :: {:ok, [{String.t(), binary()}]} | {:error, String.t()}
-  def objects_of(ids) do
-    Enum.reduce_while(ids, {:ok, []}, fn id, {:ok, acc} ->
-      case objects(id) do
-        {:ok, objects} -> {:cont, {:ok, objects ++ acc}}
-        error -> {:halt, error}
-      end
-    end)
-  end
+  # `[{id, blob}]`: everything commit `id` reaches (nothing for nil).
+  @spec objects_of(String.t() | nil) :: {:ok, [{String.t(), binary()}]} | {:error, String.t()}
+  def objects_of(nil), do: {:ok, []}
+  def objects_of(id), do: objects(id)
 
   @doc false
   # The log a session whose head is `head` keeps: `head` and its

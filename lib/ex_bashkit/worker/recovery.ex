@@ -108,7 +108,7 @@ defmodule ExBashkit.Worker.Recovery do
   @spec recover_frame(map(), pos_integer(), non_neg_integer()) ::
           {:ok, tuple()} | {:error, String.t()}
   def recover_frame(%{fs: fs, shell: shell, head: head} = point, id, sid) do
-    with {:ok, objects} <- History.objects_of(List.wrap(fs)) do
+    with {:ok, objects} <- History.objects_of(fs) do
       request = %{
         fs: fs,
         files: point.files |> Enum.reverse() |> Enum.concat(),

@@ -317,12 +317,16 @@ fn check_no_base(session: &crate::session::Session, name: &str) -> Result<(), St
 }
 
 pub(super) fn finish(reply: ReplyTo, outcome: Result<Result<Value, String>, String>) {
-    let value = match outcome {
+    reply.finish(&answer(outcome));
+}
+
+/// A job's answer: its value, its error, or the panic that ended it.
+pub(super) fn answer(outcome: Result<Result<Value, String>, String>) -> Value {
+    match outcome {
         Ok(Ok(value)) => value,
         Ok(Err(message)) => Value::error(message),
         Err(panic) => Value::error(format!("internal error in the interpreter: {panic}")),
-    };
-    reply.finish(&value);
+    }
 }
 
 /// Commit the session of `op`: answers `{:ok, {commit_id, [{id, blob, refs}]}}`

@@ -342,9 +342,5 @@ pub fn recover(session: &Session, request: RecoverRequest, objects: impl ObjectL
         history.publish(&state);
         Ok::<_, String>(Value::ok())
     }));
-    match outcome {
-        Ok(Ok(value)) => value,
-        Ok(Err(message)) => Value::error(message),
-        Err(panic) => Value::error(format!("internal error in the interpreter: {panic}")),
-    }
+    history::answer(outcome)
 }

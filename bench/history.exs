@@ -8,6 +8,8 @@
 #   * an exec that changed nothing, `durable: true` vs `durable: false`;
 #   * an exec that changed a variable, the same two;
 #   * an exec that wrote 1 KB, in a session holding 10 MB vs an empty one;
+#   * `ExBashkit.Server.exec/3` with `checkpoint: true` vs without, 1 MB of
+#     files;
 #   * `Session.commit/2` of an unchanged session, and `Session.fork/2` of one
 #     holding 10 MB (absolute: the goals are absolute);
 #   * 1 000 sessions of one process restored after it was killed.
@@ -18,10 +20,11 @@ for file <- ~w(stats sampler memory), do: Code.require_file("lib/#{file}.exs", _
 defmodule Bench.History do
   alias Bench.{Sampler, Stats}
   import Bench.Memory, only: [loadavg: 0]
-  alias ExBashkit.Session
+  alias ExBashkit.{Server, Session}
 
   @rounds 5
   @big 10 * 1024 * 1024
+  @mb 1024 * 1024
 
   def main(argv) do
     {opts, _, _} = OptionParser.parse(argv, strict: [quick: :boolean, out: :string])
@@ -33,18 +36,24 @@ defmodule Bench.History do
     big =
       for i <- 1..10, into: %{}, do: {"/data/big#{i}", :crypto.strong_rand_bytes(div(@big, 10))}
 
+    mb = for i <- 1..4, into: %{}, do: {"/data/mb#{i}", :crypto.strong_rand_bytes(div(@mb, 4))}
+
     rows = [
       pair("exec `echo hi` (changes nothing)", budget, "echo hi",
-        durable: [durable: true],
-        not_durable: [durable: false]
+        durable: session(durable: true),
+        not_durable: session(durable: false)
       ),
       pair("exec `X=$((X+1))` (changes a variable)", budget, "X=$((X+1))",
-        durable: [durable: true],
-        not_durable: [durable: false]
+        durable: session(durable: true),
+        not_durable: session(durable: false)
       ),
       pair("exec writing 1 KB", small_budget(quick?), "printf '%1024d' $RANDOM > /tmp/out",
-        holding_10_mb: [files: big],
-        empty: []
+        holding_10_mb: session(files: big),
+        empty: session([])
+      ),
+      pair("`Server.exec` of `X=$((X+1))`, 1 MB of files", budget, "X=$((X+1))",
+        checkpoint: server(files: mb, checkpoint: true),
+        no_checkpoint: server(files: mb)
       )
     ]
 
@@ -59,21 +68,29 @@ defmodule Bench.History do
   defp small_budget(true), do: {2, 5, 20, 100}
   defp small_budget(false), do: {5, 30, 300, 600}
 
-  # `script` on two sessions made with the two option lists, in alternating
+  # `script` run by two runners (`session/1`, `server/1`), in alternating
   # rounds: `{label, [{name, summary}]}`.
-  defp pair(label, budget, script, [{name_a, opts_a}, {name_b, opts_b}]) do
+  defp pair(label, budget, script, [{name_a, a}, {name_b, b}]) do
     IO.puts(:stderr, "==> #{label}")
-    a = Session.new(opts_a)
-    b = Session.new(opts_b)
-    for s <- [a, b], do: {:ok, _} = Session.exec(s, "X=0; #{script}")
+    for run <- [a, b], do: {:ok, _} = run.("X=0; #{script}")
 
     {samples_a, samples_b} =
       Enum.reduce(1..@rounds, {[], []}, fn _, {sa, sb} ->
-        {sa ++ Sampler.sample(budget, fn -> {:ok, _} = Session.exec(a, script) end),
-         sb ++ Sampler.sample(budget, fn -> {:ok, _} = Session.exec(b, script) end)}
+        {sa ++ Sampler.sample(budget, fn -> {:ok, _} = a.(script) end),
+         sb ++ Sampler.sample(budget, fn -> {:ok, _} = b.(script) end)}
       end)
 
     {label, [{name_a, Stats.summary(samples_a)}, {name_b, Stats.summary(samples_b)}]}
+  end
+
+  defp session(opts) do
+    session = Session.new(opts)
+    &Session.exec(session, &1)
+  end
+
+  defp server(opts) do
+    {:ok, server} = Server.start_link(opts)
+    &Server.exec(server, &1)
   end
 
   defp commit_unchanged(budget) do

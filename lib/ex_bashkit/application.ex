@@ -5,7 +5,8 @@ defmodule ExBashkit.Application do
     * `ExBashkit.WorkerPool` supervises the worker OS processes that run
       sessions with `isolation: :process` (the default).
     * `ExBashkit.Server.Checkpoints` owns the table where checkpointing
-      servers keep their last state, so that it outlives a crashed server.
+      servers keep their session (or its snapshot), so that it outlives a
+      crashed server.
     * `ExBashkit.Server.Supervisor`, a `DynamicSupervisor`, holds the servers
       that `ExBashkit.Server.migrate/2` starts on this node.
     * The configured `ExBashkit.Store` (its table, directory or Mnesia

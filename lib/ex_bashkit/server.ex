@@ -39,29 +39,35 @@ defmodule ExBashkit.Server do
 
   ## Checkpoints
 
-  With `checkpoint: true`, after every operation that can change the session
-  (exec, stream, reset, restore, write_file, mkdir, remove, rename) and before
-  the caller gets its answer, the server takes a keyed snapshot
-  (`ExBashkit.Session.snapshot/2` with a random 32-byte key) and stores it in
-  `ExBashkit.Server.Checkpoints`, a table owned by a process of ExBashkit's
-  application on the node that started the server. When the server dies,
-  even by `Process.exit(pid, :kill)`, and its supervisor restarts it, it
-  comes back with the env, cwd, files, functions and aliases of its last
-  completed operation.
+  With `checkpoint: true`, the server's session outlives the server
+  process: `ExBashkit.Server.Checkpoints`, a table owned by a process of
+  ExBashkit's application, keeps it. When the server dies, even by
+  `Process.exit(pid, :kill)`, and its supervisor restarts it, the new
+  server takes the same session back, with its env, cwd, files,
+  functions, aliases, traps and history. The operation in flight when
+  the server died is cancelled (its caller gets an exit); what it did until
+  then stays, as after `cancel/1`. A crash of the session's interpreter is
+  recovered by the session itself (`durable:` in
+  `ExBashkit.Session.new/1`, on by default). Capabilities (builtins,
+  mounts, limits, network) are the session's, from the first start.
 
-  What is lost: the operation in flight when it died (its caller gets an
-  exit, its changes are not in the checkpoint) and anything a snapshot does
-  not carry (see `ExBashkit.Session.snapshot/2`: traps, `$?`; the contents of
-  host mounts live on the host anyway). Capabilities (builtins, mounts,
-  limits, network) come from the server's options, as at the first start.
+  What it costs: nothing per operation; the table holds the session
+  handle. A session whose server is not restarted within 5 s (its
+  supervisor gave up, or it was started outside one) is snapshotted and
+  released, so that it does not hold an OS process forever; a later start
+  with the same checkpoint id restores that snapshot. A server that ends
+  `:normal` (`GenServer.stop/1`) releases its checkpoint.
 
-  What it costs: a keyed snapshot of the whole session per change, so the
-  cost grows with the files it holds. Measured in `bench/` (`checkpoint`
-  group, 2 cores, load average 1.5-2.2): an `echo hi` through a server took
-  a median 68 µs without checkpoint and 483 µs with it on a fresh session;
-  with 1 MB of files, 100 µs without and 14.5 ms with (the snapshot
-  serializes the megabyte every time). Keep bulk data in a host mount or a
-  `:virtual_fs` backend if a server must checkpoint often.
+  A server on another node than the one that started it (`:node`) keeps
+  its state the previous way, since that node may go down with the
+  session: after every operation that can change the session (exec,
+  stream, reset, restore, write_file, mkdir, remove, rename) and before the
+  caller gets its answer, it takes a keyed snapshot
+  (`ExBashkit.Session.snapshot/2`, a random 32-byte key) and stores it on
+  the starting node. Its cost grows with the files the session holds (a
+  snapshot serializes every byte), and it carries what a snapshot carries
+  (see `ExBashkit.Session.snapshot/2`). Figures for both ways: `bench/`
+  (`scripts/bench-history`).
 
   A checkpoint is found again by its id: the server's `:name` when it has
   one, else an id that `child_spec/1` makes once, so restarts by the same
@@ -393,6 +399,13 @@ defmodule ExBashkit.Server do
   def cancel(server), do: GenServer.call(server, :cancel)
 
   @doc """
+  Where the server's session runs and how that OS process is confined (see
+  `ExBashkit.Session.info/1`). Answered at once, while an operation runs.
+  """
+  @spec info(server()) :: map()
+  def info(server), do: call(server, :info)
+
+  @doc """
   The session's shell state (see `ExBashkit.Session.state/2`):
   `{:ok, state}` or `{:error, message}`.
 
@@ -624,7 +637,8 @@ defmodule ExBashkit.Server do
 
     with :ok <- Naming.register(config.name, config.handoff_from),
          {:ok, session} <- build(session, session_opts) do
-      key = if config.checkpoint, do: Checkpoints.key(config.home, config.id)
+      config = Map.put(config, :keeps, keeps(config))
+      key = if config.keeps == :snapshot, do: Checkpoints.key(config.home, config.id)
 
       session = recover(session, config, key)
       if config.undo, do: Session.commit(session)
@@ -654,18 +668,52 @@ defmodule ExBashkit.Server do
     e in ArgumentError -> {:error, {:invalid_options, Exception.message(e)}}
   end
 
-  # Back to the last checkpoint, if there is one. One that cannot be restored
-  # (it should not happen) is dropped with a warning rather than making
-  # every restart fail.
-  defp recover(session, %{checkpoint: false}, _key), do: session
+  # How a checkpointing server keeps its state: on the node that started it
+  # (its supervisor's), the session itself; elsewhere, snapshots sent home,
+  # since this node may go down with the session.
+  defp keeps(%{checkpoint: false}), do: nil
+  defp keeps(%{home: home}) when home == node(), do: :session
+  defp keeps(_config), do: :snapshot
+
+  # Back to the kept session or the last snapshot, if there is one. The
+  # kept session's operation in flight, if any, is cancelled (its caller got
+  # an exit); what it did until then stays, as after `cancel/1`. A snapshot
+  # that cannot be restored (it should not happen) is dropped with a warning
+  # rather than making every restart fail.
+  defp recover(session, %{keeps: nil}, _key), do: session
+
+  defp recover(session, %{keeps: :session, id: id}, _key) do
+    case Checkpoints.claim(id) do
+      {:ok, kept} ->
+        Session.cancel(kept)
+        kept
+
+      {:snapshot, key, bytes} ->
+        session = restored(session, bytes, key)
+        :ok = Checkpoints.keep(id, session)
+        session
+
+      :error ->
+        :ok = Checkpoints.keep(id, session)
+        session
+    end
+  end
 
   defp recover(session, config, key) do
-    with {:ok, {^key, bytes}} <- Checkpoints.fetch(config.home, config.id),
-         {:error, message} <- Session.restore(session, bytes, key: key) do
-      Logger.warning("ExBashkit.Server: checkpoint dropped, starting fresh (#{message})")
-      session
-    else
+    case Checkpoints.fetch(config.home, config.id) do
+      {:ok, {^key, bytes}} -> restored(session, bytes, key)
       _ -> session
+    end
+  end
+
+  defp restored(session, bytes, key) do
+    case Session.restore(session, bytes, key: key) do
+      {:ok, _} ->
+        session
+
+      {:error, message} ->
+        Logger.warning("ExBashkit.Server: checkpoint dropped, starting fresh (#{message})")
+        session
     end
   end
 
@@ -684,6 +732,7 @@ defmodule ExBashkit.Server do
     do: {:noreply, relay_call(request, from, state)}
 
   def handle_call(:cancel, _from, state), do: {:reply, Session.cancel(state.session), state}
+  def handle_call(:info, _from, state), do: {:reply, Session.info(state.session), state}
 
   def handle_call({:migrate, node}, _from, state) when node == node(),
     do: {:reply, {:ok, self()}, state}
@@ -802,6 +851,17 @@ defmodule ExBashkit.Server do
         next(state)
     end
   end
+
+  # A server that ends `:normal` is not restarted (`:transient`): its
+  # checkpoint is released. A relay's checkpoint went with its successor.
+  @impl true
+  def terminate(:normal, %{relay: nil, config: %{keeps: keeps} = config}) when keeps != nil do
+    Checkpoints.delete(config.home, config.id)
+  catch
+    :exit, _home_unreachable -> :ok
+  end
+
+  def terminate(_reason, _state), do: :ok
 
   # Start the next queued request if none runs. A migration runs in the
   # server itself, once everything ahead of it has ended.

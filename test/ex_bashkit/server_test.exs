@@ -2,6 +2,7 @@ defmodule ExBashkit.ServerTest do
   use ExBashkit.Test.Case, async: true
 
   alias ExBashkit.{Result, Server}
+  alias ExBashkit.Server.Checkpoints
 
   doctest ExBashkit.Server
 
@@ -72,21 +73,70 @@ defmodule ExBashkit.ServerTest do
       assert {:ok, "kept\n"} = Server.read_file(name, "/work/data.txt")
     end
 
-    test "the checkpoint holds the last completed exec, not the one in flight" do
+    test "the exec in flight when the server dies is cancelled, and what it did stays" do
       name = name(:inflight)
       test = self()
       start_supervised!({Server, name: name, checkpoint: true, builtins: gate_builtins(test)})
       assert {:ok, _} = Server.exec(name, "export DONE=1")
 
-      spawn(fn -> Server.exec(name, "export HALF=1; echo x > /half; gate") end)
+      spawn(fn -> Server.exec(name, "export HALF=1; echo x > /half; gate; export AFTER=1") end)
       assert_receive {:at_gate, _gate}, 5_000
 
       old = GenServer.whereis(name)
       kill_and_wait(old)
       restarted(name, old)
 
-      assert {:ok, %Result{stdout: "1||no\n"}} =
-               Server.exec(name, "echo \"$DONE|$HALF|$(test -e /half && echo yes || echo no)\"")
+      assert {:ok, %Result{stdout: "1|1||yes\n"}} =
+               Server.exec(
+                 name,
+                 "echo \"$DONE|$HALF|$AFTER|$(test -e /half && echo yes || echo no)\""
+               )
+    end
+
+    @tag :process_only
+    test "a crash of its interpreter, then of the server, loses nothing" do
+      name = name(:both)
+      start_supervised!({Server, name: name, checkpoint: true})
+      assert {:ok, _} = Server.exec(name, @stateful)
+
+      %{os_pid: os_pid} = Server.info(name)
+      {_, 0} = System.cmd("kill", ["-9", Integer.to_string(os_pid)])
+      eventually(fn -> Server.info(name).os_pid not in [nil, os_pid] end)
+      assert {:ok, %Result{stdout: "blue|/work|kept|hello x\n"}} = Server.exec(name, @probe)
+
+      old = GenServer.whereis(name)
+      kill_and_wait(old)
+      restarted(name, old)
+      assert {:ok, %Result{stdout: "blue|/work|kept|hello x\n"}} = Server.exec(name, @probe)
+      assert Server.info(name).os_pid != os_pid
+    end
+
+    test "a kept session its server does not come back for becomes a snapshot, found by a later start" do
+      Process.flag(:trap_exit, true)
+      name = name(:unclaimed)
+      {:ok, pid} = Server.start_link(name: name, checkpoint: true)
+      assert {:ok, _} = Server.exec(name, @stateful)
+      kill_and_wait(pid)
+
+      eventually(
+        fn ->
+          match?([{_, _, {:snapshot, _}}], :ets.lookup(Checkpoints, {:name, name}))
+        end,
+        10_000
+      )
+
+      {:ok, _} = Server.start_link(name: name, checkpoint: true)
+      assert {:ok, %Result{stdout: "blue|/work|kept|hello x\n"}} = Server.exec(name, @probe)
+      assert [{_, nil, {:live, _}}] = :ets.lookup(Checkpoints, {:name, name})
+    end
+
+    test "a server that stops :normal releases its checkpoint" do
+      name = name(:stopped)
+      {:ok, pid} = Server.start_link(name: name, checkpoint: true)
+      assert {:ok, _} = Server.exec(name, "export GONE=1")
+      :ok = GenServer.stop(pid, :normal)
+      {:ok, pid} = Server.start_link(name: name, checkpoint: true)
+      assert {:ok, %Result{stdout: "\n"}} = Server.exec(pid, "echo $GONE")
     end
 
     test "an unnamed checkpointing child finds its checkpoint through its child spec" do

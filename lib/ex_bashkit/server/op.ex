@@ -10,9 +10,10 @@ defmodule ExBashkit.Server.Op do
   #   1. runs the request through the public `ExBashkit.Session` API (an
   #      exception there, e.g. a malformed option, becomes the reply
   #      `{@raise, exception}`, re-raised in the caller);
-  #   2. if the request can change the session and the server checkpoints,
-  #      takes a keyed snapshot and stores it (`ExBashkit.Server.Checkpoints`),
-  #      so a caller that has its answer knows the checkpoint holds it;
+  #   2. if the request can change the session and the server checkpoints
+  #      by snapshots (it runs away from its home node), takes a keyed
+  #      snapshot and stores it (`ExBashkit.Server.Checkpoints`), so a caller
+  #      that has its answer knows the checkpoint holds it;
   #   3. delivers the answer (a `GenServer.reply/2`, or the final message of a
   #      stream) and tells the server `{:op_done, runner}`.
 

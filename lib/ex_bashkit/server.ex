@@ -91,12 +91,16 @@ defmodule ExBashkit.Server do
 
   `migrate/2` moves a live server to another node of the cluster, which must
   run the `:ex_bashkit` application with the same code. It waits for the
-  requests ahead of it, takes a keyed snapshot, starts a server under
-  `ExBashkit.Server.Supervisor` (a `DynamicSupervisor`) on that node with the
-  same options, so the same capabilities, restores the snapshot there, hands
-  the name over, relays to it every request that arrived meanwhile, and stops
-  the old process with reason `:normal`. Each request is served once, by
-  one of the two. Names:
+  requests ahead of it, commits the session (unless nothing changed since
+  its head), starts a server under `ExBashkit.Server.Supervisor` (a
+  `DynamicSupervisor`) on that node with the same options, so the same
+  capabilities, sends it the objects of the commits the session keeps that
+  the other node's `ExBashkit.Store` lacks (none, for a store the nodes
+  share), checks the head out there (the log comes along), hands the name
+  over, relays to it every request that arrived meanwhile, and stops the old
+  process with reason `:normal`. Each request is served once, by one of the
+  two. A session over a `:base` image, which commits cannot hold yet, moves
+  as a keyed snapshot. Names:
 
     * `{:global, name}` and `{:via, :global, name}` move atomically
       (`:global.re_register_name/2`): callers anywhere keep using the name.
@@ -120,7 +124,7 @@ defmodule ExBashkit.Server do
 
   alias ExBashkit.Server.{Checkpoints, Naming, Op}
   alias ExBashkit.{Error, Result, Session}
-  alias ExBashkit.Session.Credentials
+  alias ExBashkit.Session.{Credentials, History}
 
   @server_keys [:name, :checkpoint, :undo, :node, :checkpoint_id, :handoff_from]
   @remote_timeout 30_000
@@ -738,9 +742,9 @@ defmodule ExBashkit.Server do
     do: {:reply, {:ok, self()}, state}
 
   # From the predecessor of a migration: take its session.
-  def handle_call({:"$ex_bashkit_adopt", bytes, key}, _from, state) do
-    case Session.restore(state.session, bytes, key: key) do
-      {:ok, _} ->
+  def handle_call({:"$ex_bashkit_adopt", handover}, _from, state) do
+    case take_over(state.session, handover) do
+      :ok ->
         Op.checkpoint(state.session, context(state))
         {:reply, :ok, state}
 
@@ -885,11 +889,9 @@ defmodule ExBashkit.Server do
   # -- migration -----------------------------------------------------------------
 
   defp migrate_to(node, state) do
-    key = :crypto.strong_rand_bytes(32)
-
-    with {:ok, bytes} <- Session.snapshot(state.session, key: key),
+    with {:ok, handover} <- handover(state.session, node),
          {:ok, new} <- start_successor(node, state),
-         :ok <- adopt(new, bytes, key, node) do
+         :ok <- adopt(new, handover, node) do
       if Naming.hand_over(state.config.name, new) == :claim,
         do: GenServer.call(new, :"$ex_bashkit_claim_name", @remote_timeout)
 
@@ -916,8 +918,38 @@ defmodule ExBashkit.Server do
     :exit, reason -> {:error, {:node_unreachable, node, reason}}
   end
 
-  defp adopt(new, bytes, key, node) do
-    case GenServer.call(new, {:"$ex_bashkit_adopt", bytes, key}, @remote_timeout) do
+  # What the successor takes: the session's commits, less the objects that
+  # node's store holds already; a snapshot for a session commits cannot
+  # hold (one over a `:base` image).
+  defp handover(session, node) do
+    case History.export(session, &lacks(node, &1)) do
+      {:ok, export} ->
+        {:ok, {:commit, export}}
+
+      {:error, _} ->
+        key = :crypto.strong_rand_bytes(32)
+
+        with {:ok, bytes} <- Session.snapshot(session, key: key),
+             do: {:ok, {:snapshot, bytes, key}}
+    end
+  end
+
+  defp lacks(node, ids) do
+    held = :erpc.call(node, ExBashkit.Store, :refs, [ids], @remote_timeout)
+    Enum.reject(ids, &Map.has_key?(held, &1))
+  catch
+    # The successor will not start there either: that error is the answer.
+    _kind, _reason -> ids
+  end
+
+  defp take_over(session, {:commit, export}), do: History.import(session, export)
+
+  defp take_over(session, {:snapshot, bytes, key}) do
+    with {:ok, _} <- Session.restore(session, bytes, key: key), do: :ok
+  end
+
+  defp adopt(new, handover, node) do
+    case GenServer.call(new, {:"$ex_bashkit_adopt", handover}, @remote_timeout) do
       :ok ->
         :ok
 

@@ -117,6 +117,40 @@ defmodule ExBashkit.Session.History do
     end
   end
 
+  @doc false
+  # The session as a commit to check out elsewhere (`ExBashkit.Server.
+  # migrate/2`): its head, committed if anything changed since, and the
+  # objects of every commit it keeps (`[{id, blob, refs}]`, the commits
+  # apart) less those `lacks` (given every id) says the other store holds.
+  @spec export(Session.t(), ([String.t()] -> [String.t()])) ::
+          {:ok, %{head: String.t(), content: [Store.object()], commits: [Store.object()]}}
+          | {:error, String.t()}
+  def export(%Session{} = session, lacks) do
+    with {:ok, head} <- commit(session, %{}, true),
+         {:ok, log} <- log(session, limit: Store.history_limit()) do
+      kept = Enum.map(log, & &1.id)
+      wanted = lacks.(MapSet.to_list(reach(kept, MapSet.new())))
+      blobs = Store.get(wanted)
+      refs = Store.refs(wanted)
+      objects = for id <- wanted, do: {id, Map.fetch!(blobs, id), Map.fetch!(refs, id)}
+      {commits, content} = Enum.split_with(objects, &(elem(&1, 0) in kept))
+      {:ok, %{head: head, content: content, commits: commits}}
+    end
+  end
+
+  @doc false
+  # Store an `export/2` and check its head out into `session`, uncollected
+  # meanwhile; the commits last, as `store_objects/2` does.
+  @spec import(Session.t(), %{head: String.t(), content: list(), commits: list()}) ::
+          :ok | {:error, String.t()}
+  def import(%Session{} = session, %{head: head, content: content, commits: commits}) do
+    Collector.committing(fn ->
+      with :ok <- Store.put(content),
+           :ok <- Store.put(commits),
+           do: checkout(session, head)
+    end)
+  end
+
   # -- the store ---------------------------------------------------------------
 
   # `[{id, blob}]`: everything commit `id` reaches.

@@ -130,6 +130,40 @@ defmodule ExBashkit.Server.ClusterTest do
     assert_receive {:DOWN, ^gone, :process, ^origin, :normal}, 5_000
   end
 
+  test "a migration sends only the objects the other node's store lacks; the log comes along",
+       %{peer: peer} do
+    # Written, not in the options: a successor starts with the options.
+    content = :crypto.strong_rand_bytes(1024 * 1024)
+    # A session on the peer holds the same megabyte in its history.
+    {:ok, holder} = Server.start_link(node: peer)
+    assert :ok = Server.write_file(holder, "/data/big", content)
+    assert {:ok, _} = Server.commit(holder)
+
+    name = global_name(:objects)
+    start_supervised!({Server, name: name})
+    assert :ok = Server.write_file(name, "/data/big", content)
+    assert {:ok, _} = Server.exec(name, "echo one > /note")
+    assert {:ok, first} = Server.commit(name, %{step: "one"})
+    assert {:ok, _} = Server.exec(name, "echo two > /note")
+
+    before = sent_to(peer)
+    assert {:ok, there} = Server.migrate(name, peer)
+    assert node(there) == peer
+    assert sent_to(peer) - before < 256 * 1024
+    assert {:ok, ^content} = Server.read_file(name, "/data/big")
+    assert {:ok, "two\n"} = Server.read_file(name, "/note")
+    assert {:ok, [_head, %{id: ^first, meta: %{"step" => "one"}} | _]} = Server.log(name)
+    assert :ok = Server.checkout(name, first)
+    assert {:ok, "one\n"} = Server.read_file(name, "/note")
+  end
+
+  # Bytes this node has sent to `node` over distribution.
+  defp sent_to(node) do
+    {^node, port} = List.keyfind(:erlang.system_info(:dist_ctrl), node, 0)
+    {:ok, [send_oct: bytes]} = :inet.getstat(port, [:send_oct])
+    bytes
+  end
+
   test "a migration to a node without ExBashkit fails and leaves the server where it was" do
     name = global_name(:nowhere)
     start_supervised!({Server, name: name})

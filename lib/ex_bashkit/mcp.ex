@@ -25,7 +25,10 @@ defmodule ExBashkit.MCP do
   lines / 50 KB per stream, the exit code, partial output and exit 124 on
   timeout), `read_file {path}`, `write_file {path, content}`, `edit_file
   {path, old_text, new_text}` (exact unique match), `glob {pattern}`,
-  `grep {pattern, path?, glob?}` (`ExBashkit.Tool.Files`). A result is the
+  `grep {pattern, path?, glob?}` (`ExBashkit.Tool.Files`); with
+  `history: true` (`mix ex_bashkit.mcp --history`), an agent's undo:
+  `commit {message?}`, `checkout {id}`, `log {limit?}`, `diff {from, to?}`
+  (`ExBashkit.Tool.History`). A result is the
   tool's JSON map as text, plus `structuredContent` from protocol
   2025-06-18 on; `isError` when its `"error"` is set. Calls on one session
   run one at a time, in order, so state carries from one to the next; a
@@ -52,6 +55,7 @@ defmodule ExBashkit.MCP do
           | {:max_connections, pos_integer()}
           | {:max_request_bytes, pos_integer()}
           | {:allowed_origins, [String.t()]}
+          | {:history, boolean()}
           | {:name, GenServer.name()}
 
   @doc """
@@ -89,6 +93,7 @@ defmodule ExBashkit.MCP do
       past it, 413.
     * `:allowed_origins` - `Origin` values served besides loopback ones
       (default none).
+    * `:history` - `true` to serve the history tools too (default `false`).
     * `:name` - a name for the server process.
 
   ## Examples

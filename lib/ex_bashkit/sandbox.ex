@@ -407,6 +407,51 @@ defmodule ExBashkit.Sandbox do
   def mount(%__MODULE__{}, host_path, vfs_path),
     do: {:error, "paths must be strings, got: #{inspect({host_path, vfs_path})}"}
 
+  @doc """
+  Save the sandbox's files and shell state as a commit of its session's
+  history (`ExBashkit.Session.commit/2`): `{:ok, id}`. `meta` is a map of
+  strings (a message, the agent's step). With `checkout/2`, an agent's
+  undo.
+
+  ## Examples
+
+      iex> {:ok, sandbox} = ExBashkit.Sandbox.init([])
+      iex> :ok = ExBashkit.Sandbox.write_file(sandbox, "/f", "v1")
+      iex> {:ok, id} = ExBashkit.Sandbox.commit(sandbox, %{message: "v1"})
+      iex> :ok = ExBashkit.Sandbox.write_file(sandbox, "/f", "v2")
+      iex> ExBashkit.Sandbox.checkout(sandbox, id)
+      :ok
+      iex> ExBashkit.Sandbox.read_file(sandbox, "/f")
+      {:ok, "v1"}
+  """
+  @spec commit(t(), map()) :: {:ok, String.t()} | {:error, String.t()}
+  def commit(%__MODULE__{session: session}, meta \\ %{}),
+    do: guarded(fn -> Session.commit(session, meta) end)
+
+  @doc """
+  Put the sandbox back in the state of commit `id`
+  (`ExBashkit.Session.checkout/2`): `:ok` or `{:error, message}`, and then
+  nothing changed.
+  """
+  @spec checkout(t(), String.t()) :: :ok | {:error, String.t()}
+  def checkout(%__MODULE__{session: session}, id),
+    do: guarded(fn -> Session.checkout(session, id) end)
+
+  @doc "The sandbox's commits, newest first (`ExBashkit.Session.log/2`)."
+  @spec log(t(), keyword()) :: {:ok, [map()]} | {:error, String.t()}
+  def log(%__MODULE__{session: session}, opts \\ []),
+    do: guarded(fn -> Session.log(session, opts) end)
+
+  @doc """
+  The paths created, modified and deleted from commit `from` to `to`
+  (default `:current`, the state now; `ExBashkit.Session.diff/3`).
+  """
+  @spec diff(t(), String.t(), String.t() | :current) ::
+          {:ok, %{created: [String.t()], modified: [String.t()], deleted: [String.t()]}}
+          | {:error, String.t()}
+  def diff(%__MODULE__{session: session}, from, to \\ :current),
+    do: guarded(fn -> Session.diff(session, from, to) end)
+
   # An absolute pattern with no `:cwd` is searched from `/`, so that its
   # paths come back absolute (as Condukt's own sandboxes answer).
   defp glob_cwd(_state, "/" <> _, nil), do: {:ok, nil}

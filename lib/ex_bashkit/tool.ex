@@ -46,7 +46,7 @@ defmodule ExBashkit.Tool do
 
   alias ExBashkit.Session
   alias ExBashkit.Session.Defaults
-  alias ExBashkit.Tool.Files
+  alias ExBashkit.Tool.{Files, History}
 
   @max_lines 2_000
   @max_bytes 50 * 1024
@@ -155,17 +155,29 @@ defmodule ExBashkit.Tool do
 
   @doc """
   `definitions/0` for `session`: `bash`'s description names the tools the
-  session was granted, as in `definition/1`.
+  session was granted, as in `definition/1`. With `history: true`, the
+  history tools follow (`ExBashkit.Tool.History`: `commit`, `checkout`,
+  `log`, `diff`), an agent's undo.
+
+  ## Examples
+
+      iex> session = ExBashkit.Session.new()
+      iex> ExBashkit.Tool.definitions(session, history: true) |> Enum.map(& &1.name) |> Enum.take(-4)
+      ["commit", "checkout", "log", "diff"]
   """
-  @spec definitions(Session.t()) :: [
+  @spec definitions(Session.t(), [{:history, boolean()}]) :: [
           %{name: String.t(), description: String.t(), input_schema: map()}
         ]
-  def definitions(session), do: [definition(session) | Files.definitions()]
+  def definitions(session, opts \\ []) do
+    history = if Keyword.get(opts, :history, false), do: History.definitions(), else: []
+    [definition(session) | Files.definitions()] ++ history
+  end
 
   @doc """
-  Run tool `name` (one of `definitions/0`) on `session`: `call/2` for
-  `"bash"`, `ExBashkit.Tool.Files.call/3` for the file tools. An unknown
-  name is `%{"error" => "unknown tool: ..."}`.
+  Run tool `name` (one of `definitions/2`) on `session`: `call/2` for
+  `"bash"`, `ExBashkit.Tool.Files.call/3` for the file tools,
+  `ExBashkit.Tool.History.call/3` for the history ones. An unknown name is
+  `%{"error" => "unknown tool: ..."}`.
 
   ## Examples
 
@@ -179,7 +191,12 @@ defmodule ExBashkit.Tool do
   """
   @spec call(Session.t(), String.t(), map()) :: response()
   def call(session, "bash", input), do: call(session, input)
-  def call(session, name, input), do: Files.call(session, name, input)
+
+  def call(session, name, input) do
+    if History.tool?(name),
+      do: History.call(session, name, input),
+      else: Files.call(session, name, input)
+  end
 
   @doc """
   A short description of `session` for the model's system prompt: user,

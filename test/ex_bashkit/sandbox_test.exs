@@ -251,6 +251,27 @@ defmodule ExBashkit.SandboxTest do
     end
   end
 
+  describe "history" do
+    test "commit, then checkout undoes files; log and diff; bad ids and meta are errors" do
+      {:ok, sandbox} = Sandbox.init(cwd: "/work")
+      :ok = Sandbox.write_file(sandbox, "a.txt", "one")
+      {:ok, one} = Sandbox.commit(sandbox, %{step: "1"})
+      {:ok, %{exit_code: 0}} = Sandbox.exec(sandbox, "echo two > a.txt; touch b.txt", [])
+
+      assert {:ok, %{created: ["/work/b.txt"], modified: ["/work/a.txt"], deleted: []}} =
+               Sandbox.diff(sandbox, one)
+
+      assert :ok = Sandbox.checkout(sandbox, one)
+      assert {:ok, "one"} = Sandbox.read_file(sandbox, "a.txt")
+      assert {:error, :enoent} = Sandbox.read_file(sandbox, "b.txt")
+      assert {:ok, [%{id: ^one, meta: %{"step" => "1"}}]} = Sandbox.log(sandbox)
+
+      assert {:error, "no commit " <> _} = Sandbox.checkout(sandbox, String.duplicate("b", 64))
+      assert {:error, _} = Sandbox.commit(sandbox, :not_a_map)
+      assert {:ok, "one"} = Sandbox.read_file(sandbox, "a.txt")
+    end
+  end
+
   describe "glob/3 and grep/3" do
     test "relative to the cwd, sorted, ** recursive, :limit" do
       sb =

@@ -16,9 +16,10 @@ defmodule ExBashkit.Test.MCPClients do
   @doc """
   Run the scenario with `sdk` (`:python` or `:typescript`) over `transport`
   (`:stdio`, target the project root; `:http`, target the endpoint URL);
-  what the script saw, decoded.
+  what the script saw, decoded. `scenario: :history` runs the history
+  tools' scenario instead (over stdio, with `--history`).
   """
-  def run!(sdk, transport, target) do
+  def run!(sdk, transport, target, opts \\ []) do
     {program, args, env} = command!(sdk)
 
     err =
@@ -26,7 +27,8 @@ defmodule ExBashkit.Test.MCPClients do
 
     command =
       Enum.map_join(
-        ["timeout", "150", program | args] ++ [to_string(transport), target],
+        ["timeout", "150", program | args] ++
+          [to_string(transport), target | List.wrap(opts[:scenario] && "#{opts[:scenario]}")],
         " ",
         &sh_quote/1
       ) <>

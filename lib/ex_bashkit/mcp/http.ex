@@ -24,7 +24,8 @@ defmodule ExBashkit.MCP.HTTP do
     max_sessions: 100,
     max_connections: 256,
     max_request_bytes: 4 * 1024 * 1024,
-    allowed_origins: []
+    allowed_origins: [],
+    history: false
   ]
 
   @doc false
@@ -92,7 +93,8 @@ defmodule ExBashkit.MCP.HTTP do
       max_sessions: int!(opts, :max_sessions, 1..1_000_000),
       max_connections: int!(opts, :max_connections, 1..1_000_000),
       max_request_bytes: int!(opts, :max_request_bytes, 1..(64 * 1024 * 1024)),
-      allowed_origins: origins!(opts[:allowed_origins])
+      allowed_origins: origins!(opts[:allowed_origins]),
+      history: boolean!(opts, :history)
     }
   end
 
@@ -120,6 +122,13 @@ defmodule ExBashkit.MCP.HTTP do
   defp ttl!(:infinity), do: :infinity
   defp ttl!(ms) when is_integer(ms) and ms > 0, do: ms
   defp ttl!(other), do: bad!(:idle_ttl_ms, other)
+
+  defp boolean!(opts, key) do
+    case opts[key] do
+      flag when is_boolean(flag) -> flag
+      other -> bad!(key, other)
+    end
+  end
 
   defp origins!(origins) when is_list(origins) do
     if Enum.all?(origins, &is_binary/1), do: origins, else: bad!(:allowed_origins, origins)
@@ -191,7 +200,8 @@ defmodule ExBashkit.MCP.HTTP do
       {:ok, pid} =
         DynamicSupervisor.start_child(
           state.sessions,
-          {ExBashkit.MCP.Session, [state.source, idle_ttl_ms: state.idle_ttl_ms]}
+          {ExBashkit.MCP.Session,
+           [state.source, idle_ttl_ms: state.idle_ttl_ms, history: state.history]}
         )
 
       id = Base.url_encode64(:crypto.strong_rand_bytes(18), padding: false)

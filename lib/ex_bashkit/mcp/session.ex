@@ -41,13 +41,15 @@ defmodule ExBashkit.MCP.Session do
           {:session, ExBashkit.Session.t() | [ExBashkit.Session.option()]}
           | {:pool, Pool.pool()}
           | {:idle_ttl_ms, pos_integer() | :infinity}
+          | {:history, boolean()}
 
   @doc """
   Start a session process linked to the caller; returns at once (the
   sandbox session is built, or taken from the pool, in the new process, so
   a full pool never blocks the caller). Options: `:session` (options of
   `ExBashkit.Session.new/1`, or a session to serve) or `:pool`; `:idle_ttl_ms` (default
-  `:infinity`).
+  `:infinity`); `:history` (default `false`: `true` serves the history tools,
+  `ExBashkit.Tool.History`).
   A session that cannot be had (bad options, a pool over its queue) is an
   error answer to the first request, after which the process stops.
   """
@@ -111,7 +113,8 @@ defmodule ExBashkit.MCP.Session do
       queue: [],
       running: nil,
       drain: [],
-      ttl: ttl(opts)
+      ttl: ttl(opts),
+      history: Keyword.get(opts, :history, false)
     }
 
     case Keyword.fetch(opts, :pool) do
@@ -258,7 +261,7 @@ defmodule ExBashkit.MCP.Session do
     # The tools a session has do not change: listed once, so that
     # `tools/list` never waits for a running exec.
     {:reply, Protocol.result(id, result),
-     %{state | version: version, tools: Tools.list(state.session)}}
+     %{state | version: version, tools: Tools.list(state.session, history: state.history)}}
   end
 
   defp request("initialize", _params, id, _reply_to, state),
@@ -280,7 +283,7 @@ defmodule ExBashkit.MCP.Session do
     arguments = Map.get(params, "arguments", %{})
 
     cond do
-      not Tools.known?(name) ->
+      not Tools.known?(name, history: state.history) ->
         {:reply, Protocol.error(id, :invalid_params, "unknown tool: #{inspect(name)}"), state}
 
       not is_map(arguments) ->

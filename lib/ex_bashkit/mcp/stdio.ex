@@ -24,6 +24,8 @@ defmodule ExBashkit.MCP.Stdio do
     * `:session` - the sandbox: a session, or options of
       `ExBashkit.Session.new/1` (default `[]`); or `:pool` - an
       `ExBashkit.Pool` to take it from.
+    * `:history` - `true` to serve the history tools too
+      (`ExBashkit.Tool.History`; default `false`).
     * `:input`, `:output` - IO devices (default `:stdio` for both).
     * `:max_message_bytes` - the longest line accepted (default 16 MiB).
   """
@@ -32,7 +34,7 @@ defmodule ExBashkit.MCP.Stdio do
     input = Keyword.get(opts, :input, :stdio)
     output = Keyword.get(opts, :output, :stdio)
     max = Keyword.get(opts, :max_message_bytes, @default_max_message_bytes)
-    {:ok, server} = Session.start_link(Keyword.take(opts, [:session, :pool]))
+    {:ok, server} = Session.start_link(Keyword.take(opts, [:session, :pool, :history]))
     monitor = Process.monitor(server)
     me = self()
     reader = spawn_link(fn -> read(input, me) end)

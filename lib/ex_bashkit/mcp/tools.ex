@@ -13,11 +13,13 @@ defmodule ExBashkit.MCP.Tools do
 
   alias ExBashkit.MCP.{JSON, Protocol}
   alias ExBashkit.Tool
+  alias ExBashkit.Tool.History
 
   @names Enum.map(Tool.definitions(), & &1.name)
 
   @doc """
-  Whether `name` is a tool the server serves.
+  Whether `name` is a tool the server serves; with `history: true`, the
+  history tools too (`ExBashkit.Tool.History`).
 
   ## Examples
 
@@ -25,17 +27,20 @@ defmodule ExBashkit.MCP.Tools do
       true
       iex> ExBashkit.MCP.Tools.known?("rm_rf")
       false
+      iex> {ExBashkit.MCP.Tools.known?("commit"), ExBashkit.MCP.Tools.known?("commit", history: true)}
+      {false, true}
   """
-  @spec known?(term()) :: boolean()
-  def known?(name), do: name in @names
+  @spec known?(term(), [{:history, boolean()}]) :: boolean()
+  def known?(name, opts \\ []),
+    do: name in @names or (Keyword.get(opts, :history, false) and History.tool?(name))
 
   @doc """
   The `tools/list` entries for `session` (`name`, `description`,
-  `inputSchema`).
+  `inputSchema`); `opts` as for `ExBashkit.Tool.definitions/2`.
   """
-  @spec list(ExBashkit.Session.t()) :: [map()]
-  def list(session) do
-    for definition <- Tool.definitions(session) do
+  @spec list(ExBashkit.Session.t(), [{:history, boolean()}]) :: [map()]
+  def list(session, opts \\ []) do
+    for definition <- Tool.definitions(session, opts) do
       %{
         "name" => definition.name,
         "description" => definition.description,

@@ -27,6 +27,7 @@ defmodule ExBashkit.Tool.Files do
   """
 
   alias ExBashkit.{Search, Session, Tool}
+  import ExBashkit.Tool.Input, only: [string!: 2, optional_string!: 2]
   alias ExBashkit.Session.VfsPath
 
   @max_results 1_000
@@ -289,36 +290,6 @@ defmodule ExBashkit.Tool.Files do
     case Session.state(session) do
       {:ok, state} -> {:ok, state.cwd}
       {:error, message} -> {:error, "cannot read the shell's current directory: " <> message}
-    end
-  end
-
-  defp string!(input, name) do
-    case optional_string!(input, name) do
-      nil -> throw({:invalid, "#{inspect(name)} is required"})
-      value -> value
-    end
-  end
-
-  defp optional_string!(input, name) do
-    case field(input, name) do
-      nil ->
-        nil
-
-      value when is_binary(value) ->
-        if String.valid?(value),
-          do: value,
-          else: throw({:invalid, "#{inspect(name)} is not valid UTF-8"})
-
-      other ->
-        throw({:invalid, "#{inspect(name)} must be a string, got: #{inspect(other)}"})
-    end
-  end
-
-  # The names are this module's literals, so their atoms exist.
-  defp field(input, name) do
-    case Map.fetch(input, name) do
-      {:ok, value} -> value
-      :error -> Map.get(input, String.to_existing_atom(name))
     end
   end
 end

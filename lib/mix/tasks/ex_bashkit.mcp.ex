@@ -10,11 +10,13 @@ defmodule Mix.Tasks.ExBashkit.Mcp do
       mix ex_bashkit.mcp [--file SNAPSHOT] [--mount VFS=HOST[:ro|:rw]]
                          [--allow-net URL] [--python] [--git] [--sqlite]
                          [--typescript] [--timeout MS] [--key KEY]
+                         [--history]
 
   The flags are `mix ex_bashkit.shell`'s: `--timeout MS` is the session's
   limit per call (default 30 000; a call's `timeout_ms` may ask for less),
   `--file SNAPSHOT` starts from a snapshot (keyed with `--key` or
-  `EX_BASHKIT_SNAPSHOT_KEY`).
+  `EX_BASHKIT_SNAPSHOT_KEY`). `--history` serves the history tools too
+  (`commit`, `checkout`, `log`, `diff`: an agent's undo).
 
   stdout carries MCP messages only: build output and logs go to stderr.
   """
@@ -27,7 +29,7 @@ defmodule Mix.Tasks.ExBashkit.Mcp do
 
   @impl Mix.Task
   def run(args) do
-    opts = SessionFlags.parse!(args, @task)
+    opts = SessionFlags.parse!(args, @task, history: :boolean)
     # Everything this process and the ones it starts print, and the logs,
     # go to stderr; the protocol gets the original stdout.
     stdio = Process.group_leader()
@@ -42,6 +44,12 @@ defmodule Mix.Tasks.ExBashkit.Mcp do
       |> SessionFlags.new_session!(@task)
 
     SessionFlags.restore!(session, opts, @task)
-    ExBashkit.MCP.Stdio.serve(session: session, input: stdio, output: stdio)
+
+    ExBashkit.MCP.Stdio.serve(
+      session: session,
+      history: Keyword.get(opts, :history, false),
+      input: stdio,
+      output: stdio
+    )
   end
 end

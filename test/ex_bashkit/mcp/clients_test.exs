@@ -15,7 +15,13 @@ defmodule ExBashkit.MCP.ClientsTest do
 
   setup_all do
     server = start_supervised!({ExBashkit.MCP, port: 0})
-    %{url: "http://127.0.0.1:#{ExBashkit.MCP.port(server)}/mcp", server: server}
+    history = start_supervised!({ExBashkit.MCP, port: 0, history: true}, id: :history)
+
+    %{
+      url: "http://127.0.0.1:#{ExBashkit.MCP.port(server)}/mcp",
+      history_url: "http://127.0.0.1:#{ExBashkit.MCP.port(history)}/mcp",
+      server: server
+    }
   end
 
   for sdk <- [:python, :typescript], transport <- [:stdio, :http] do
@@ -23,6 +29,32 @@ defmodule ExBashkit.MCP.ClientsTest do
       target = if unquote(transport) == :stdio, do: MCPClients.root(), else: context.url
       seen = MCPClients.run!(unquote(sdk), unquote(transport), target)
       assert_scenario(seen)
+    end
+  end
+
+  for sdk <- [:python, :typescript], transport <- [:stdio, :http] do
+    test "the #{sdk} SDK over #{transport}: the history tools undo an agent's change", context do
+      target = if unquote(transport) == :stdio, do: MCPClients.root(), else: context.history_url
+      seen = MCPClients.run!(unquote(sdk), unquote(transport), target, scenario: :history)
+      assert seen["tools"] == Enum.sort(@tools ++ ["checkout", "commit", "diff", "log"])
+      assert %{"id" => commit, "error" => nil} = seen["commit"]["answer"]
+
+      assert seen["diff"]["answer"] == %{
+               "created" => ["/work/g"],
+               "modified" => ["/work/f"],
+               "deleted" => [],
+               "error" => nil
+             }
+
+      assert seen["checkout"]["answer"] == %{"id" => commit, "error" => nil}
+      assert seen["after"]["answer"]["stdout"] == "v1\nno g\nX=\n"
+
+      assert [%{"id" => ^commit, "message" => "v1", "at" => at} | _] =
+               seen["log"]["answer"]["commits"]
+
+      assert {:ok, _, _} = DateTime.from_iso8601(at)
+      assert seen["bad_checkout"]["is_error"]
+      assert seen["bad_checkout"]["answer"]["error"] =~ "no commit"
     end
   end
 

@@ -1,9 +1,10 @@
 """Drive an ExBashkit MCP server with the official Python SDK (`mcp` on PyPI).
 
-    client.py stdio <root>      spawn `mix ex_bashkit.mcp` in <root>
-    client.py http <url>        connect to a Streamable HTTP endpoint
+    client.py stdio <root> [history]   spawn `mix ex_bashkit.mcp` in <root>
+    client.py http <url> [history]     connect to a Streamable HTTP endpoint
 
-Runs one scenario and prints what it saw as one JSON object on stdout
+Runs one scenario (`history`: the history tools' one, against a server
+that serves them) and prints what it saw as one JSON object on stdout
 (test/ex_bashkit/mcp/clients_test.exs asserts on it).
 """
 
@@ -54,13 +55,33 @@ async def scenario(server):
     print(json.dumps(seen))
 
 
+async def history(server):
+    """An agent's undo: commit, change, diff, checkout, log."""
+    seen = {}
+    async with Client(server) as client:
+        seen["tools"] = sorted(tool.name for tool in (await client.list_tools()).tools)
+        await client.call_tool("write_file", {"path": "/work/f", "content": "v1\n"})
+        seen["commit"] = answer(await client.call_tool("commit", {"message": "v1"}))
+        commit = seen["commit"]["answer"]["id"]
+        await client.call_tool("bash", {"commands": "echo v2 > /work/f; echo new > /work/g; export X=2"})
+        seen["diff"] = answer(await client.call_tool("diff", {"from": commit}))
+        seen["checkout"] = answer(await client.call_tool("checkout", {"id": commit}))
+        seen["after"] = answer(await client.call_tool(
+            "bash", {"commands": "cat /work/f; test -e /work/g || echo no g; echo \"X=$X\""}))
+        seen["log"] = answer(await client.call_tool("log", {"limit": 5}))
+        seen["bad_checkout"] = answer(await client.call_tool("checkout", {"id": "0" * 64}))
+    print(json.dumps(seen))
+
+
 def main():
     transport, target = sys.argv[1], sys.argv[2]
+    chosen = history if sys.argv[3:] == ["history"] else scenario
     if transport == "stdio":
-        server = StdioServerParameters(command="mix", args=["ex_bashkit.mcp"], env=dict(os.environ), cwd=target)
+        args = ["ex_bashkit.mcp"] + (["--history"] if chosen is history else [])
+        server = StdioServerParameters(command="mix", args=args, env=dict(os.environ), cwd=target)
     else:
         server = target
-    anyio.run(scenario, server)
+    anyio.run(chosen, server)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,15 @@ defmodule Bench.Memory do
     |> then(fn [_, kb] -> String.to_integer(kb) end)
   end
 
+  @doc "Proportional set of OS process `os_pid`, in KB (Pss of smaps_rollup)."
+  @spec pss_kb(non_neg_integer() | String.t()) :: non_neg_integer()
+  def pss_kb(os_pid) do
+    "/proc/#{os_pid}/smaps_rollup"
+    |> File.read!()
+    |> then(&Regex.run(~r/^Pss:\s+(\d+)/m, &1))
+    |> then(fn [_, kb] -> String.to_integer(kb) end)
+  end
+
   @doc "Resident set of this VM, in KB."
   @spec vm_rss_kb() :: non_neg_integer()
   def vm_rss_kb, do: rss_kb(List.to_string(:os.getpid()))

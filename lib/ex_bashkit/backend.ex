@@ -75,6 +75,15 @@ defmodule ExBashkit.Backend do
 
   def new_beside(config, :in_node, inline?), do: new(config, :in_node, inline?)
 
+  @doc false
+  # How a session at `location` names the session `resource` at `other` in
+  # a request of its own (a fork): the resource in the node, the session
+  # id in the same worker; `:elsewhere` in another process.
+  @spec beside(location(), reference(), location()) :: {:ok, term()} | :elsewhere
+  def beside(:in_node, resource, :in_node), do: {:ok, resource}
+  def beside({:process, name, _}, _resource, {:process, name, sid}), do: {:ok, sid}
+  def beside(_location, _resource, _other), do: :elsewhere
+
   defp build_in_worker(config, image, place, tries) do
     with {:ok, name} <- place.(config),
          {:ok, worker} <- whereis(name) do

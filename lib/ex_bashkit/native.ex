@@ -67,6 +67,9 @@ defmodule ExBashkit.Native do
   def session_history_diff(_session, _from, _to, _objects, _call, _pid, _ref),
     do: :erlang.nif_error(:nif_not_loaded)
 
+  # A fork of the state now into a session built beside it (`session/fork.rs`).
+  def session_fork(_session, _child, _call, _pid, _ref), do: :erlang.nif_error(:nif_not_loaded)
+
   def session_history_kept(_session), do: :erlang.nif_error(:nif_not_loaded)
   def history_roots, do: :erlang.nif_error(:nif_not_loaded)
   def history_read_commit(_id, _blob), do: :erlang.nif_error(:nif_not_loaded)

@@ -374,7 +374,7 @@ defmodule ExBashkit.Session do
     callback_timeout_ms: Defaults.get(:builtin_timeout_ms),
     max_reply_bytes: Defaults.get(:max_reply_bytes),
     # What `fork/2` builds the new session from: `new/1`'s configuration
-    # without its seed files (the fork's filesystem is the commit's).
+    # without its seed files (the fork's filesystem is its parent's).
     fork_spec: nil
   ]
 
@@ -1357,10 +1357,13 @@ defmodule ExBashkit.Session do
 
   @doc """
   A new, independent session in the same state as `session`: built with
-  the same options (its seed `:files` aside), then checked out from a
-  commit, so the two share their content in the store until either
-  writes. Without `commit:`, `session` is committed first and the fork
-  starts from that commit; `commit: id` forks from an older state.
+  the same options, in the same OS process (the same tenant), with its
+  files, env, cwd, functions and aliases, its head and log (and, when
+  durable, its recovery point). Nothing is committed: the fork's files
+  share their bytes with the parent's until either side writes them (the
+  first fork since the parent last changed copies them once; the next
+  ones copy nothing). `commit: id` forks from an older state instead: a
+  checkout of that commit.
   """
   @spec fork(t(), [{:commit, commit_id()}]) :: {:ok, t()} | {:error, String.t()}
   def fork(%__MODULE__{} = session, opts \\ []), do: ExBashkit.Session.History.fork(session, opts)

@@ -457,6 +457,8 @@ defmodule ExBashkit.Worker do
               holds: Recovery.changes_state?(request) and recoverable?(state, sid)
             }
 
+            route = if kind == :fork, do: Map.put(route, :child, elem(request, 2)), else: route
+
             state = %{
               state
               | routes: Map.put(state.routes, id, route),
@@ -671,6 +673,11 @@ defmodule ExBashkit.Worker do
 
   defp answered(state, %{kind: :reset, sid: sid}, :ok),
     do: {:ok, %{state | points: Map.delete(state.points, sid)}}
+
+  # A fork is its parent as of this answer (`session/fork.rs` holds the
+  # parent's turn until it is sent).
+  defp answered(state, %{kind: :fork, sid: sid, child: child}, :ok),
+    do: {:ok, %{state | points: Recovery.forked(state.points, sid, child)}}
 
   defp answered(state, %{kind: :history_commit, sid: sid}, {:ok, {id, _objects}} = reply) do
     if recoverable?(state, sid),

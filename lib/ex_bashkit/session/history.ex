@@ -109,11 +109,23 @@ defmodule ExBashkit.Session.History do
   def fork(%Session{fork_spec: native} = session, opts) do
     id = fork_point!(opts)
 
-    with {:ok, id} <- if(id, do: {:ok, id}, else: commit(session, %{})),
-         {:ok, resource, location} <- Backend.new_beside(native, session.location, false) do
+    with {:ok, resource, location} <- Backend.new_beside(native, session.location, false) do
       fork = %{session | resource: resource, location: location}
+      forked = if id, do: checkout(fork, id), else: fork_now(session, fork)
+      with :ok <- forked, do: {:ok, fork}
+    end
+  end
 
-      with :ok <- checkout(fork, id), do: {:ok, fork}
+  # The state now, copied in the process both run in (the files shared
+  # until either side writes); through a commit when the fork landed in
+  # another process.
+  defp fork_now(session, fork) do
+    case Backend.beside(session.location, fork.resource, fork.location) do
+      {:ok, child} ->
+        run(session, :fork, [child], "fork/2")
+
+      :elsewhere ->
+        with {:ok, id} <- commit(session, %{}), do: checkout(fork, id)
     end
   end
 

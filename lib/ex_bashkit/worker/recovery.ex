@@ -92,6 +92,16 @@ defmodule ExBashkit.Worker.Recovery do
   end
 
   @doc false
+  # `child` was forked from `parent`: it has its point.
+  @spec forked(points(), non_neg_integer(), non_neg_integer()) :: points()
+  def forked(points, parent, child) do
+    case Map.fetch(points, parent) do
+      {:ok, point} -> Map.put(points, child, point)
+      :error -> Map.delete(points, child)
+    end
+  end
+
+  @doc false
   # The commits the points keep: GC roots.
   @spec roots(points()) :: [String.t()]
   def roots(points) do

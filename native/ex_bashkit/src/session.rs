@@ -43,6 +43,7 @@ use crate::{run::runtime, run::warm};
 
 mod cost;
 mod exec;
+pub(crate) mod fork;
 pub(crate) mod fs;
 pub(crate) mod history;
 pub(crate) mod lifecycle;

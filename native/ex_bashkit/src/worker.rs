@@ -24,6 +24,7 @@
 //! {:history_commit, id, sid, request, call}
 //! {:history_checkout, id, sid, commit, objects, kept, limit, call}
 //! {:history_diff, id, sid, from, to | nil, objects, call}
+//! {:fork, id, sid, child_sid, call}
 //! {:history_kept, id, sid}         {:history_roots, id, nil}
 //! {:recovery_point, id, sid, call}
 //! {:recover, id, sid, %{fs, shell, head, kept}, objects}
@@ -579,6 +580,15 @@ fn dispatch(
             let objects: Vec<(String, Bytes)> = arg(items, 5)?;
             let op = op(session, "diff/3", id, items, 6)?;
             history::diff(op, arg(items, 3)?, arg(items, 4)?, objects, reply);
+        }
+        "fork" => {
+            let child_sid: u64 = arg(items, 3)?;
+            let child = sessions
+                .lock()
+                .get(&child_sid)
+                .cloned()
+                .ok_or("no such session in this worker")?;
+            crate::session::fork::fork(op(session, "fork/2", id, items, 4)?, child, reply);
         }
         "history_kept" => reply.finish(&history::ids_value(&session.history.kept())),
         "recovery_point" => recovery::point_call(op(session, "recovery", id, items, 3)?, reply),

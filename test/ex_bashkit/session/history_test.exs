@@ -143,6 +143,66 @@ defmodule ExBashkit.Session.HistoryTest do
     assert out(older, "cat /work/a.txt") == "one\n"
   end
 
+  test "a fork has its parent's files as they are, modes, times, links and deletions included" do
+    session = Session.new(files: %{"/seed/gone" => "seed", "/seed/kept" => "kept"})
+
+    ok!(session, """
+    rm /seed/gone; mkdir -p /empty/dir; chmod 700 /empty
+    printf 'x' > /work.bin; chmod 640 /work.bin; touch -d '2001-02-03 04:05:06' /work.bin
+    ln -s /work.bin /link
+    """)
+
+    listing = "ls -la --full-time /empty /seed; stat -c '%a %s %Y' /work.bin; readlink /link"
+    before = out(session, listing)
+    assert {:ok, fork} = Session.fork(session)
+    assert out(fork, listing) == before
+    assert {:error, _} = Session.stat(fork, "/seed/gone")
+  end
+
+  test "a fork and its parent share nothing they write; a later fork sees the parent's change" do
+    big = :crypto.strong_rand_bytes(256 * 1024)
+    session = Session.new(files: %{"/data/big" => big})
+    ok!(session, "echo parent > /note; X=1")
+    {:ok, one} = Session.fork(session)
+    {:ok, two} = Session.fork(session)
+
+    ok!(session, "echo changed > /note; echo more >> /data/big")
+    ok!(one, "echo one > /note; X=2")
+    assert out(two, "cat /note; echo $X") == "parent
+1
+"
+    assert out(one, "cat /note; echo $X") == "one
+2
+"
+    assert out(session, "cat /note; echo $X") == "changed
+1
+"
+    assert {:ok, ^big} = Session.read_file(two, "/data/big")
+    assert {:ok, big <> "more
+"} == Session.read_file(session, "/data/big")
+
+    {:ok, three} = Session.fork(session)
+    assert out(three, "cat /note") == "changed
+"
+  end
+
+  test "a fork keeps its parent's log and commits on its own" do
+    session = Session.new()
+    ok!(session, "echo 1 > /f")
+    {:ok, first} = Session.commit(session, %{step: "1"})
+    ok!(session, "echo 2 > /f")
+    {:ok, fork} = Session.fork(session)
+    assert Session.log(fork) == Session.log(session)
+
+    {:ok, own} = Session.commit(fork, %{step: "fork"})
+    assert {:ok, [%{id: ^own, parents: [^first]} | _]} = Session.log(fork)
+    assert {:ok, [%{id: ^first}]} = Session.log(session)
+    assert {:ok, %{modified: ["/f"]}} = Session.diff(fork, first, own)
+    assert :ok = Session.checkout(fork, first)
+    assert out(fork, "cat /f") == "1\n"
+    assert out(session, "cat /f") == "2\n"
+  end
+
   test "a checkout can itself be undone while the session keeps the commit" do
     session = Session.new()
     ok!(session, "echo 1 > /f")

@@ -158,4 +158,18 @@ defmodule ExBashkit.Worker.RecoveryTest do
     kill_process(session)
     assert {:ok, %Result{stdout: "config\n"}} = Session.exec(session, "echo $FROM $KEEP")
   end
+
+  test "a fork is as durable as its parent: both come back after their process died" do
+    session = with_state()
+    {:ok, fork} = Session.fork(session)
+    assert {:ok, _} = Session.exec(fork, "X=forked; echo fork-only > /tmp/mine")
+    assert {:ok, _} = Session.exec(session, "X=parent")
+    assert os_pid(fork) == os_pid(session)
+
+    kill_process(session)
+    assert {:ok, %Result{stdout: "1 forked " <> _}} = Session.exec(fork, @check)
+    assert {:ok, %Result{stdout: "fork-only\n"}} = Session.exec(fork, "cat /tmp/mine")
+    assert {:ok, %Result{stdout: "1 parent " <> _}} = Session.exec(session, @check)
+    assert {:error, _} = Session.read_file(session, "/tmp/mine")
+  end
 end

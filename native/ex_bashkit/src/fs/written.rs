@@ -9,6 +9,8 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
@@ -17,6 +19,8 @@ use bashkit::{
     SearchCapable, VfsSnapshot,
 };
 use parking_lot::Mutex;
+
+use crate::fs::shared::{self, SharedEntry};
 
 /// Paths past which a change is told as "everything": a script that
 /// touches more files than this is cheaper to commit whole.
@@ -62,6 +66,12 @@ impl Written {
 pub struct WrittenFs {
     inner: InMemoryFs,
     written: Mutex<Written>,
+    /// Bumped by every change: what tells a shared copy still true.
+    generation: AtomicU64,
+    /// The layer as shared content (`fs/shared.rs`), made by the first fork
+    /// since the layer last changed, at that generation; the next forks of
+    /// an unchanged session reuse it.
+    shared: Mutex<Option<(u64, Arc<[SharedEntry]>)>>,
 }
 
 impl WrittenFs {
@@ -70,7 +80,31 @@ impl WrittenFs {
         Self {
             inner,
             written: Mutex::new(Written::All),
+            generation: AtomicU64::new(0),
+            shared: Mutex::new(None),
         }
+    }
+
+    /// The layer's entries as shared content: copied once per change.
+    pub async fn shared(&self) -> Result<Arc<[SharedEntry]>> {
+        let generation = self.generation.load(Ordering::Acquire);
+        if let Some((at, entries)) = self.shared.lock().as_ref() {
+            if *at == generation {
+                return Ok(Arc::clone(entries));
+            }
+        }
+        let entries = shared::share(&self.inner).await?;
+        let mut cached = self.shared.lock();
+        // A change during the walk leaves nothing cached: the walk may
+        // have seen half of it.
+        *cached = (self.generation.load(Ordering::Acquire) == generation)
+            .then(|| (generation, Arc::clone(&entries)));
+        Ok(entries)
+    }
+
+    fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.shared.lock().take();
     }
 
     /// What was written since the last call.
@@ -85,11 +119,13 @@ impl WrittenFs {
     }
 
     fn wrote<T>(&self, result: Result<T>, path: &Path) -> Result<T> {
+        self.changed();
         self.written.lock().touch(path, false);
         result
     }
 
     fn wrote_tree<T>(&self, result: Result<T>, from: Option<&Path>, to: &Path) -> Result<T> {
+        self.changed();
         let mut written = self.written.lock();
         if let Some(from) = from {
             written.touch(from, true);
@@ -118,6 +154,7 @@ impl FileSystemExt for WrittenFs {
     }
 
     fn vfs_restore(&self, snapshot: &VfsSnapshot) -> Result<()> {
+        self.changed();
         *self.written.lock() = Written::All;
         self.inner.vfs_restore(snapshot)
     }

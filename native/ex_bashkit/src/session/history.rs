@@ -132,6 +132,20 @@ impl History {
     }
 }
 
+/// Give `child` (a fork, just built) `parent`'s head, log and recovery
+/// point: the fork's state is its parent's.
+pub(super) fn inherit(parent: &History, child: &History) {
+    let from = parent.state.lock();
+    let mut into = child.state.lock();
+    into.head = from.head;
+    into.kept = from.kept.clone();
+    into.recent = from.recent.clone();
+    into.reach = from.reach.clone();
+    into.point = from.point.clone();
+    drop(from);
+    child.publish(&into);
+}
+
 impl Drop for History {
     fn drop(&mut self) {
         ROOTS.lock().remove(&self.session_id);

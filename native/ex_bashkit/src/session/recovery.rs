@@ -45,6 +45,7 @@ use crate::term::value::{Bytes, Value};
 const MAX_FILE_BYTES: u64 = 8 << 20;
 
 /// A session's last recovery point.
+#[derive(Clone)]
 pub(crate) struct Point {
     /// The last commit of files and shell state, if any (none: the files
     /// are the configuration's).

@@ -203,6 +203,26 @@ defmodule ExBashkit.Session.HistoryTest do
     assert out(session, "cat /f") == "2\n"
   end
 
+  test "a commit after a change of shell state alone holds it; after a write or a reset, the files" do
+    session = Session.new(files: %{"/seed" => "s"})
+    ok!(session, "echo 1 > /f")
+    {:ok, files} = Session.commit(session)
+    ok!(session, "X=shell-only; cd /tmp")
+    {:ok, shell} = Session.commit(session)
+    assert {:ok, %{created: [], modified: [], deleted: []}} = Session.diff(session, files, shell)
+
+    :ok = Session.write_file(session, "/f", "2")
+    {:ok, written} = Session.commit(session)
+    assert {:ok, %{modified: ["/f"]}} = Session.diff(session, shell, written)
+
+    :ok = Session.reset(session)
+    {:ok, reset} = Session.commit(session)
+    assert {:ok, %{deleted: ["/f"]}} = Session.diff(session, written, reset)
+
+    :ok = Session.checkout(session, shell)
+    assert out(session, "echo $X; pwd; cat /f /seed") == "shell-only\n/tmp\n1\ns"
+  end
+
   test "a checkout can itself be undone while the session keeps the commit" do
     session = Session.new()
     ok!(session, "echo 1 > /f")

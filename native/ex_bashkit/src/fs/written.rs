@@ -26,6 +26,15 @@ use crate::fs::shared::{self, SharedEntry};
 /// touches more files than this is cheaper to commit whole.
 const MAX_TOUCHED: usize = 4_096;
 
+/// Generations of every layer of this process: a layer's generation is
+/// never another layer's, so one taken from a layer since replaced (a
+/// reset) matches nothing.
+static GENERATIONS: AtomicU64 = AtomicU64::new(1);
+
+fn next_generation() -> u64 {
+    GENERATIONS.fetch_add(1, Ordering::AcqRel)
+}
+
 /// What changed in the layer since last asked.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub enum Written {
@@ -66,7 +75,8 @@ impl Written {
 pub struct WrittenFs {
     inner: InMemoryFs,
     written: Mutex<Written>,
-    /// Bumped by every change: what tells a shared copy still true.
+    /// Moved by every change: what tells a shared copy, or the tree of the
+    /// last commit (`session/history.rs`), still true.
     generation: AtomicU64,
     /// The layer as shared content (`fs/shared.rs`), made by the first fork
     /// since the layer last changed, at that generation; the next forks of
@@ -80,14 +90,14 @@ impl WrittenFs {
         Self {
             inner,
             written: Mutex::new(Written::All),
-            generation: AtomicU64::new(0),
+            generation: AtomicU64::new(next_generation()),
             shared: Mutex::new(None),
         }
     }
 
     /// The layer's entries as shared content: copied once per change.
     pub async fn shared(&self) -> Result<Arc<[SharedEntry]>> {
-        let generation = self.generation.load(Ordering::Acquire);
+        let generation = self.generation();
         if let Some((at, entries)) = self.shared.lock().as_ref() {
             if *at == generation {
                 return Ok(Arc::clone(entries));
@@ -97,13 +107,17 @@ impl WrittenFs {
         let mut cached = self.shared.lock();
         // A change during the walk leaves nothing cached: the walk may
         // have seen half of it.
-        *cached = (self.generation.load(Ordering::Acquire) == generation)
-            .then(|| (generation, Arc::clone(&entries)));
+        *cached = (self.generation() == generation).then(|| (generation, Arc::clone(&entries)));
         Ok(entries)
     }
 
+    /// The layer's generation now: equal generations, the same files.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
     fn changed(&self) {
-        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.generation.store(next_generation(), Ordering::Release);
         self.shared.lock().take();
     }
 

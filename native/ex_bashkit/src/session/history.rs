@@ -17,7 +17,9 @@
 //! against its id and refuses a commit made with capabilities this
 //! session lacks (`CheckoutPolicy::Superset`).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+mod encode;
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io::Read;
 use std::sync::{Arc, LazyLock};
 
@@ -75,6 +77,11 @@ pub(super) struct State {
     /// stored (`session/recovery.rs`): GC roots too.
     pub(super) point: Option<super::recovery::Point>,
     pub(super) prior_point: Vec<CommitId>,
+    /// The tree and capabilities of the head, made by a commit when the
+    /// session's layer was at this generation: while it still is, the next
+    /// commit reuses them (`history/encode.rs`) instead of hashing every
+    /// file again. A reset replaces the layer, so no generation matches.
+    tree_at: Option<(u64, ObjectId, ObjectId)>,
 }
 
 impl State {
@@ -98,6 +105,7 @@ impl State {
         self.recent = kept.clone();
         self.kept = kept;
         self.reach.clear();
+        self.tree_at = None;
     }
 }
 
@@ -344,25 +352,37 @@ pub(super) fn answer(outcome: Result<Result<Value, String>, String>) -> Value {
 }
 
 /// Commit the session of `op`: answers `{:ok, {commit_id, [{id, blob, refs}]}}`
-/// with the objects the store does not hold yet.
+/// with the objects the store does not hold yet. When no file changed
+/// since the head was committed, the head's tree is reused and only the
+/// shell state and capabilities are encoded.
 pub fn commit(op: Op, request: CommitRequest, reply: ReplyTo) {
     runtime::spawn_job(async move {
         let session = Arc::clone(op.session());
         let outcome = guard::catch_future(async {
             check_no_base(&session, "commit/2")?;
             let bash = op.turn().await.map_err(|failure| failure.message)?;
+            // Before the files are read: a write meanwhile moves it.
+            let generation = session.layer().recorded().map(|fs| fs.generation());
             let history = &session.history;
             let mut state = history.state.lock();
-            let mut options = CommitOptions::new().have(state.reach.keys());
-            if let Some(head) = state.head {
-                options = options.parent(head);
-            }
-            for (key, value) in request.meta {
-                options = options.meta(key, value);
-            }
-            let packed = bash.commit(options).map_err(|e| describe(&e))?;
-            let id = packed.id();
-            let blobs: HashMap<ObjectId, Vec<u8>> = packed.into_objects().collect();
+            let meta: BTreeMap<String, String> = request.meta.into_iter().collect();
+            let (id, mut blobs) = match (state.head, state.tree_at, generation) {
+                (Some(head), Some((at, tree, caps)), Some(now)) if at == now => {
+                    encode::commit_over(&bash, tree, Some(caps), vec![head], meta)?
+                }
+                _ => {
+                    let mut options = CommitOptions::new().have(state.reach.keys());
+                    if let Some(head) = state.head {
+                        options = options.parent(head);
+                    }
+                    for (key, value) in meta {
+                        options = options.meta(key, value);
+                    }
+                    let packed = bash.commit(options).map_err(|e| describe(&e))?;
+                    (packed.id(), packed.into_objects().collect())
+                }
+            };
+            blobs.retain(|oid, _| *oid == id || !state.reach.contains_key(oid));
             let reached = reach(id, &blobs, &[&state.reach])?;
             if let Some(head) = state.head.filter(|_| request.if_changed) {
                 let content = |commit: &CommitId| reached.get(commit).map(|n| n.refs.clone());
@@ -380,6 +400,18 @@ pub fn commit(op: Op, request: CommitRequest, reply: ReplyTo) {
                     Value::tuple([hex(oid), Value::bin(blob), refs_value(reached.get(oid))])
                 })
                 .collect();
+            let referenced = |wanted: u8| {
+                let commit = reached.get(&id)?;
+                commit
+                    .refs
+                    .iter()
+                    .find(|(_, kind)| *kind == wanted)
+                    .map(|(oid, _)| *oid)
+            };
+            state.tree_at = match (generation, referenced(KIND_TREE), referenced(KIND_CAPS)) {
+                (Some(at), Some(tree), Some(caps)) => Some((at, tree, caps)),
+                _ => None,
+            };
             let kept = std::mem::take(&mut state.kept);
             state.advance(id, kept, request.limit);
             state.reach = reached;

@@ -83,9 +83,9 @@ defmodule ExBashkit.Server do
   the state before the last change; again, the one before that, within the
   history the session keeps (`ExBashkit.Store.history_limit/0`). An
   operation that left the state exactly as it was commits nothing; an exec
-  that wrote no file still sets `$_`, a change. A commit
-  hashes the session's whole filesystem, so each change costs about what
-  `commit/2` does (see its doc).
+  that wrote no file still sets `$_`, a change. Each change costs what
+  `ExBashkit.Session.commit/2` does: a hash of every file when one was
+  written, a few KiB of shell state when none was.
 
   ## Sessions across nodes
 

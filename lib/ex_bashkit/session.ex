@@ -1302,6 +1302,11 @@ defmodule ExBashkit.Session do
   Each session keeps its last `ExBashkit.Store.history_limit/0` commits
   (100 unless configured); older ones are freed.
 
+  What it costs: when a file changed since the last commit, a hash of
+  every file the session holds (bashkit's commit: its cost grows with the
+  bytes); when none did, the files' tree is the last commit's and only the
+  shell state is encoded (a few KiB, whatever the files).
+
   ## Examples
 
       iex> session = ExBashkit.Session.new()

@@ -93,12 +93,21 @@ defmodule Bench.History do
     &Server.exec(server, &1)
   end
 
+  # Commits of an unchanged session, and beside them the floor of any
+  # call: `Session.stat/2`, one round trip to the session's process.
   defp commit_unchanged(budget) do
     IO.puts(:stderr, "==> commit/2 of an unchanged session")
     s = Session.new()
     {:ok, _} = Session.exec(s, "X=1; echo data > /tmp/f")
     {:ok, _} = Session.commit(s)
-    Stats.summary(Sampler.sample(budget, fn -> {:ok, _} = Session.commit(s) end))
+
+    {commits, stats} =
+      Enum.reduce(1..@rounds, {[], []}, fn _, {c, f} ->
+        {c ++ Sampler.sample(budget, fn -> {:ok, _} = Session.commit(s) end),
+         f ++ Sampler.sample(budget, fn -> {:ok, _} = Session.stat(s, "/tmp/f") end)}
+      end)
+
+    %{commit: Stats.summary(commits), floor: Stats.summary(stats)}
   end
 
   # Forks of one session holding 10 MB: the first (it copies the bytes
@@ -200,7 +209,8 @@ defmodule Bench.History do
 
     | figure | median | p90 |
     |---|---|---|
-    | `Session.commit/2`, unchanged session | #{Stats.fmt_ns(commit.median)} | #{Stats.fmt_ns(commit.p90)} |
+    | `Session.commit/2`, unchanged session | #{Stats.fmt_ns(commit.commit.median)} | #{Stats.fmt_ns(commit.commit.p90)} |
+    | `Session.stat/2` beside it (one round trip: the floor of any call) | #{Stats.fmt_ns(commit.floor.median)} | #{Stats.fmt_ns(commit.floor.p90)} |
     | `Session.fork/2`, session holding 10 MB | #{Stats.fmt_ns(fork.timed.median)} | #{Stats.fmt_ns(fork.timed.p90)} |
     | the first fork since the session changed (copies its bytes once) | #{Stats.fmt_ns(fork.first_ns)} | |
 

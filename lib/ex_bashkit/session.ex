@@ -849,6 +849,8 @@ defmodule ExBashkit.Session do
 
     * `reset/1` returns to the mounts of `new/1`: runtime mounts are dropped,
       and `new/1` mounts removed with `unmount/2` come back.
+    * A durable session whose OS process died comes back with the mounts it
+      had (runtime mounts and unmounts included), each checked again.
     * `snapshot/2` captures no mounts, runtime or not (nor the host files
       under them); `restore/3` keeps the mounts the target has at that
       moment, runtime ones included.

@@ -48,7 +48,7 @@ defmodule ExBashkit.Worker do
       worker starts, and every session that lived there is rebuilt: a
       durable one (`durable: true`, the default) from its last recovery
       point (`ExBashkit.Worker.Recovery`), as it was before the call in
-      flight; any other from its `new/1` configuration, and if it was
+      flight, its runtime mounts and unmounts put back; any other from its `new/1` configuration, and if it was
       idle it answers its next call with an error of `reason: :lost`
       (once), so the loss of its state is never silent; it is usable
       again afterwards.
@@ -208,6 +208,9 @@ defmodule ExBashkit.Worker do
        lost: %{},
        # sid => the recovery point a durable session is rebuilt from
        points: %{},
+       # sid => the host mounts runtime mounts and unmounts left it with
+       # (absent: its configuration's), put back with its point
+       mounts: %{},
        # base images of the sessions here: id => %ExBashkit.Image{}, and
        # the ids the running OS process has been sent (see `ship_image/2`)
        images: %{},
@@ -271,7 +274,8 @@ defmodule ExBashkit.Worker do
       state
       | sessions: Map.delete(state.sessions, sid),
         lost: Map.delete(state.lost, sid),
-        points: Map.delete(state.points, sid)
+        points: Map.delete(state.points, sid),
+        mounts: Map.delete(state.mounts, sid)
     }
 
     state = if(state.port, do: send_frame(state, {:drop, sid}), else: state)
@@ -457,7 +461,11 @@ defmodule ExBashkit.Worker do
               holds: Recovery.changes_state?(request) and recoverable?(state, sid)
             }
 
-            route = if kind == :fork, do: Map.put(route, :child, elem(request, 2)), else: route
+            # What the answer's bookkeeping needs of the request.
+            route =
+              if kind in [:fork, :mount, :unmount],
+                do: Map.put(route, :arg, elem(request, 2)),
+                else: route
 
             state = %{
               state
@@ -672,12 +680,22 @@ defmodule ExBashkit.Worker do
     do: {Enum.uniq(roots ++ Recovery.roots(state.points)), state}
 
   defp answered(state, %{kind: :reset, sid: sid}, :ok),
-    do: {:ok, %{state | points: Map.delete(state.points, sid)}}
+    do:
+      {:ok,
+       %{state | points: Map.delete(state.points, sid), mounts: Map.delete(state.mounts, sid)}}
 
   # A fork is its parent as of this answer (`session/fork.rs` holds the
   # parent's turn until it is sent).
-  defp answered(state, %{kind: :fork, sid: sid, child: child}, :ok),
+  defp answered(state, %{kind: :fork, sid: sid, arg: child}, :ok),
     do: {:ok, %{state | points: Recovery.forked(state.points, sid, child)}}
+
+  defp answered(state, %{kind: :mount, sid: sid, arg: spec}, :ok),
+    do: {:ok, put_in(state.mounts[sid], host_mounts(state, sid) ++ [spec])}
+
+  defp answered(state, %{kind: :unmount, sid: sid, arg: vfs}, :ok) do
+    left = Enum.reject(host_mounts(state, sid), &(&1.vfs_path == vfs))
+    {:ok, put_in(state.mounts[sid], left)}
+  end
 
   defp answered(state, %{kind: :history_commit, sid: sid}, {:ok, {id, _objects}} = reply) do
     if recoverable?(state, sid),
@@ -689,6 +707,13 @@ defmodule ExBashkit.Worker do
 
   defp empty_answer(state, :history_roots), do: Recovery.roots(state.points)
   defp empty_answer(_state, kind), do: Map.fetch!(@empty_answers, kind)
+
+  defp host_mounts(state, sid) do
+    case Map.fetch(state.mounts, sid) do
+      {:ok, mounts} -> mounts
+      :error -> state.sessions |> Map.get(sid, %{}) |> Map.get(:mounts, [])
+    end
+  end
 
   defp recoverable?(state, sid) do
     case Map.fetch(state.sessions, sid) do
@@ -1017,11 +1042,12 @@ defmodule ExBashkit.Worker do
   # Check a rebuilt durable session's recovery point out into it: ahead
   # of every call that comes after (a session's calls run in order).
   defp recover(state, sid, route) do
-    with %{} = point <- Map.get(state.points, sid),
+    with %{} = point <-
+           Map.get(state.points, sid, Recovery.built(Map.has_key?(state.mounts, sid))),
          true <- recoverable?(state, sid) do
       id = System.unique_integer([:positive])
 
-      case Recovery.recover_frame(point, id, sid) do
+      case Recovery.recover_frame(point, id, sid, Map.get(state.mounts, sid)) do
         {:ok, frame} ->
           send_frame(%{state | routes: Map.put(state.routes, id, route)}, frame)
 

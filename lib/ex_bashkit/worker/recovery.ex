@@ -113,18 +113,27 @@ defmodule ExBashkit.Worker.Recovery do
   end
 
   @doc false
-  # The frame that recovers `sid` (just rebuilt) to `point` as request
-  # `id`, or an error: the store lost its objects.
-  @spec recover_frame(map(), pos_integer(), non_neg_integer()) ::
+  # The point of a session with none (its state is its configuration's):
+  # recovered only when it has mounts to put back (`true`).
+  @spec built(boolean()) :: map() | nil
+  def built(true), do: %{fs: nil, files: [], shell: nil, head: nil}
+  def built(false), do: nil
+
+  @doc false
+  # The frame that recovers `sid` (just rebuilt) to `point` and the host
+  # `mounts` it had (nil: its configuration's) as request `id`, or an
+  # error: the store lost its objects.
+  @spec recover_frame(map(), pos_integer(), non_neg_integer(), [map()] | nil) ::
           {:ok, tuple()} | {:error, String.t()}
-  def recover_frame(%{fs: fs, shell: shell, head: head} = point, id, sid) do
+  def recover_frame(%{fs: fs, shell: shell, head: head} = point, id, sid, mounts) do
     with {:ok, objects} <- History.objects_of(fs) do
       request = %{
         fs: fs,
         files: point.files |> Enum.reverse() |> Enum.concat(),
         shell: shell,
         head: head,
-        kept: History.ancestry_of(head)
+        kept: History.ancestry_of(head),
+        mounts: mounts
       }
 
       {:ok, {:recover, id, sid, request, objects}}

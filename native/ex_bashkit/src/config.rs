@@ -66,7 +66,7 @@ from_map!(Limits {
 });
 
 /// One host directory mount.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountSpec {
     pub vfs_path: String,
     pub host_path: String,

@@ -6,7 +6,7 @@ defmodule ExBashkit.Worker.RecoveryTest do
   use ExUnit.Case, async: false
 
   alias ExBashkit.{Error, Result, Session, Store, Worker}
-  alias ExBashkit.Test.Health
+  alias ExBashkit.Test.{Health, HostDir}
 
   @moduletag :process_only
   @moduletag timeout: 120_000
@@ -171,5 +171,28 @@ defmodule ExBashkit.Worker.RecoveryTest do
     assert {:ok, %Result{stdout: "fork-only\n"}} = Session.exec(fork, "cat /tmp/mine")
     assert {:ok, %Result{stdout: "1 parent " <> _}} = Session.exec(session, @check)
     assert {:error, _} = Session.read_file(session, "/tmp/mine")
+  end
+
+  test "runtime mounts and unmounts come back as they were, with or without a point" do
+    granted = HostDir.create!(%{"a.txt" => "from new/1\n"})
+    later = HostDir.create!(%{"b.txt" => "mounted later\n"})
+    session = Session.new(mounts: [{"/granted", granted, :read_only}])
+    :ok = Session.mount(session, "/later", later, :read_write)
+    :ok = Session.unmount(session, "/granted")
+
+    kill_process(session)
+    assert {:ok, "mounted later\n"} = Session.read_file(session, "/later/b.txt")
+    assert {:error, _} = Session.read_file(session, "/granted/a.txt")
+    assert {:ok, _} = Session.exec(session, "echo written > /later/c.txt")
+    assert File.read!(Path.join(later, "c.txt")) == "written\n"
+
+    # Once the session has a point of its own, and after a reset (the
+    # configuration's mounts again).
+    kill_process(session)
+    assert {:ok, "written\n"} = Session.read_file(session, "/later/c.txt")
+    :ok = Session.reset(session)
+    kill_process(session)
+    assert {:ok, "from new/1\n"} = Session.read_file(session, "/granted/a.txt")
+    assert {:error, _} = Session.read_file(session, "/later/b.txt")
   end
 end

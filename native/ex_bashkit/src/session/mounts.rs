@@ -63,6 +63,30 @@ pub fn mount(session: Arc<Session>, spec: MountSpec, reply: ReplyTo) {
     });
 }
 
+/// Give `session` (just rebuilt from its configuration) the host mounts
+/// `specs`: the runtime mounts and unmounts it had when its process died
+/// (`session/recovery.rs`), each through the gate `mount/3` uses.
+pub(crate) async fn reapply(
+    session: &Session,
+    bash: &bashkit::Bash,
+    specs: &[MountSpec],
+) -> Result<(), String> {
+    let current = session.host_mounts.lock().clone();
+    for gone in current.iter().filter(|m| !specs.contains(m)) {
+        bash.unmount(&gone.vfs_path)
+            .map_err(|e| format!("cannot unmount {}: {e}", gone.vfs_path))?;
+    }
+    let added: Vec<MountSpec> = specs
+        .iter()
+        .filter(|s| !current.contains(s))
+        .cloned()
+        .collect();
+    let allowed = session.config().allowed_mount_paths.clone();
+    mounts::apply(bash, &added, allowed.as_deref()).await?;
+    *session.host_mounts.lock() = specs.to_vec();
+    Ok(())
+}
+
 /// Detach the host mount at `vfs_path`, answering `:ok` or `{:error, message}`.
 pub fn unmount(session: Arc<Session>, vfs_path: String, reply: ReplyTo) {
     runtime::spawn(async move {

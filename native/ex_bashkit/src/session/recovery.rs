@@ -31,6 +31,7 @@ use std::sync::Arc;
 
 use bashkit::{Bash, CheckoutPolicy, CommitId, CommitOptions, ObjectId, ShellState};
 
+use crate::config::MountSpec;
 use crate::fs::written::Written;
 
 use super::history::{self, describe, hex, parse_id, reach, refs_value, Node, ObjectList};
@@ -277,18 +278,23 @@ pub struct RecoverRequest {
     pub shell: Option<Bytes>,
     pub head: Option<String>,
     pub kept: Vec<String>,
+    /// The host mounts it had, when runtime mounts changed them (nil:
+    /// its configuration's).
+    pub mounts: Option<Vec<MountSpec>>,
 }
 crate::from_map!(RecoverRequest {
     fs,
     files,
     shell,
     head,
-    kept
+    kept,
+    mounts
 });
 
 /// Put the point back into a session just rebuilt from its configuration
 /// (`{:recover, id, sid, request, objects}`): the commit, the files sent
-/// since, then the shell state over them; the head and log as they were. On the worker's reading
+/// since, then the shell state over them; the head and log, and the host
+/// mounts runtime mounts left it with, as they were. On the worker's reading
 /// thread, like the session's build, so that every request after it (a
 /// filesystem read too, which takes no turn) finds the session recovered.
 pub fn recover(session: &Session, request: RecoverRequest, objects: impl ObjectList) -> Value {
@@ -331,6 +337,9 @@ pub fn recover(session: &Session, request: RecoverRequest, objects: impl ObjectL
         session.forget_plain();
         crate::fs::mounts::drop_hidden_entries(&bash.fs(), session.config())
             .map_err(|e| describe(&e))?;
+        if let Some(specs) = &request.mounts {
+            super::mounts::reapply(session, &bash, specs).await?;
+        }
         session.layer().take_written();
         let history = &session.history;
         let mut state = history.state.lock();

@@ -44,7 +44,7 @@ defmodule ExBashkit.Server do
   ExBashkit's application, keeps it. When the server dies, even by
   `Process.exit(pid, :kill)`, and its supervisor restarts it, the new
   server takes the same session back, with its env, cwd, files,
-  functions, aliases, traps and history. The operation in flight when
+  functions, aliases and history. The operation in flight when
   the server died is cancelled (its caller gets an exit); what it did until
   then stays, as after `cancel/1`. A crash of the session's interpreter is
   recovered by the session itself (`durable:` in

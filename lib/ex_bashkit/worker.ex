@@ -48,10 +48,10 @@ defmodule ExBashkit.Worker do
       worker starts, and every session that lived there is rebuilt: a
       durable one (`durable: true`, the default) from its last recovery
       point (`ExBashkit.Worker.Recovery`), as it was before the call in
-      flight, its runtime mounts and unmounts put back; any other from its `new/1` configuration, and if it was
-      idle it answers its next call with an error of `reason: :lost`
-      (once), so the loss of its state is never silent; it is usable
-      again afterwards.
+      flight, its runtime mounts and unmounts put back; any other from
+      its `new/1` configuration, and if it was idle it answers its next
+      call with an error of `reason: :lost` (once), so the loss of its
+      state is never silent; it is usable again afterwards.
 
   Workers are started by `ExBashkit.Application` (see
   `ExBashkit.WorkerPool`) and start their OS process on first use.

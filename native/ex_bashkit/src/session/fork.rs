@@ -18,9 +18,8 @@ use crate::run::reply::{Caller, ReplyTo};
 use crate::run::{guard, runtime};
 use crate::term::value::Value;
 
-/// Fork the session of `op` into `child`; answers `:ok`, or an error when
-/// either side has no plain in-memory layer (a `:base` image), which the
-/// caller then forks through a commit.
+/// Fork the session of `op` into `child`; answers `:ok`, or an error for a
+/// session over a `:base` image (which a commit cannot hold either yet).
 pub fn fork(op: Op, child: Arc<Session>, reply: ReplyTo) {
     runtime::spawn_job(async move {
         let parent = Arc::clone(op.session());
@@ -33,7 +32,7 @@ pub fn fork(op: Op, child: Arc<Session>, reply: ReplyTo) {
                 parent.layer().recorded().cloned(),
                 child.layer().recorded().cloned(),
             ) else {
-                return Err("fork/2: a session over a :base image forks through a commit".into());
+                return Err("fork/2: a session over a :base image cannot be forked yet".into());
             };
             let bash = turn.insert(op.turn().await.map_err(|failure| failure.message)?);
             let entries = from.shared().await.map_err(|e| describe(&e))?;

@@ -336,6 +336,21 @@ pub fn names_long_command(script: &str) -> bool {
         .any(|word| LONG_COMMANDS.iter().any(|name| name.as_bytes() == word))
 }
 
+/// What bashkit 0.20.2's live execution loses and its buffered one keeps
+/// (reproducers in `test/ex_bashkit/run/live_output_test.exs`): output a
+/// command writes after sub-commands it ran through an execution plan
+/// (awk after `close()` of a pipe, find after `-exec`, `man`), what a
+/// subshell writes after `exec >`, `select`'s menu. Read from the text: a
+/// false alarm only runs the script buffered on a thread of its own.
+const LOST_LIVE: &[&str] = &[
+    "close(", "-exec", "exec >", "exec>", "exec 1>", "select ", "man ",
+];
+
+/// Whether `script` may write output live execution would lose.
+pub fn loses_live_output(script: &str) -> bool {
+    LOST_LIVE.iter().any(|needle| script.contains(needle))
+}
+
 /// The shape of `script` on a session whose own commands are `own`:
 /// remembered, or read from its syntax tree.
 pub fn of(script: &str, own: &OwnCommands) -> ScriptShape {

@@ -23,14 +23,18 @@ use super::Session;
 
 impl Session {
     /// How `script` runs on this session now: buffered when it is short and
-    /// the session plain. A script that may leave code behind makes the
+    /// the session plain, or when live execution would lose its output. A script that may leave code behind makes the
     /// session not plain first, whether it completes or not. A session that
     /// is not plain runs everything live: its scripts are not even parsed.
     /// Also gives the script's shape, read on a plain session only: what
     /// its exec costs is then noted ([`Session::note_cost`]).
     fn run_mode_for(&self, script: &str) -> (RunMode<'static>, Option<ScriptShape>) {
+        let lost_live = crate::run::shape::loses_live_output(script);
         if !self.plain.load(Ordering::Relaxed) {
-            return (RunMode::Live, None);
+            return match lost_live {
+                true => (RunMode::Buffered, None),
+                false => (RunMode::Live, None),
+            };
         }
         let shape = crate::run::shape::of(script, &self.own_commands);
         if !shape.keeps_session_plain {
@@ -39,7 +43,10 @@ impl Session {
         if shape.sets_attributes {
             self.attributes_set.store(true, Ordering::Relaxed);
         }
-        (RunMode::for_plain(shape), Some(shape))
+        match lost_live {
+            true => (RunMode::Buffered, Some(shape)),
+            false => (RunMode::for_plain(shape), Some(shape)),
+        }
     }
 }
 
@@ -117,7 +124,9 @@ pub(super) enum RunMode<'a> {
     /// Buffered execution with a per-command output callback (what was
     /// written so far is kept for a failed exec's answer). It never yields:
     /// only for short scripts (`run/shape.rs`), which would not yield
-    /// live either, and costs less than live execution.
+    /// live either, and costs less than live execution; and, on a thread of
+    /// their own, for scripts whose output live execution would lose
+    /// (`shape::loses_live_output`).
     Buffered,
     /// Buffered, each command's output also sent to the caller as it comes
     /// (`stream_to`, `stream/3`: one chunk per command, which live
@@ -242,7 +251,8 @@ pub fn exec(
                 && session.alone_in_flight(exec_id));
     // A command that may run for long without yielding gets a thread of
     // its own (`runner::drive_on_own_thread`).
-    let own_thread = crate::run::shape::names_long_command(&script);
+    let own_thread = crate::run::shape::names_long_command(&script)
+        || crate::run::shape::loses_live_output(&script);
     let work = Box::pin(async move {
         let outcome = guard::catch_future(async {
             // A deadline or cancel that comes while the exec still waits for

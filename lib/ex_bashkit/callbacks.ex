@@ -140,6 +140,21 @@ defmodule ExBashkit.Callbacks do
     end
   end
 
+  @doc false
+  # `:ok`, or the error of call `name` on `resource` made while serving a
+  # back-call of that session's own running script: it would wait for the
+  # lock its own caller holds, for ever.
+  @spec not_reentrant(reference(), String.t()) :: :ok | {:error, String.t()}
+  def not_reentrant(resource, name) do
+    if reentrant?(resource) do
+      {:error,
+       "re-entrant #{name}: this session is running the script whose builtin or " <>
+         "virtual_fs backend made this call; it cannot wait for its own script to end"}
+    else
+      :ok
+    end
+  end
+
   @typedoc "A request's final answer, as the interpreter sends it."
   @type outcome :: {:ok, Result.t()} | {:error, Error.t() | String.t()}
 

@@ -160,12 +160,9 @@ defmodule ExBashkit.Search do
 
   # Submit the job and wait for its answer, serving :virtual_fs back-calls.
   defp run(%ExBashkit.Session{resource: resource, location: location} = session, op, request) do
-    if Callbacks.reentrant?(resource) do
-      {:error, "re-entrant call: this session is running the script that made it"}
-    else
-      with {:ok, ref} <- Backend.submit(resource, location, op, [request]) do
-        Callbacks.await_reply(ref, ExBashkit.Session.Exec.callback_context(session))
-      end
+    with :ok <- Callbacks.not_reentrant(resource, "#{op}"),
+         {:ok, ref} <- Backend.submit(resource, location, op, [request]) do
+      Callbacks.await_reply(ref, ExBashkit.Session.Exec.callback_context(session))
     end
   end
 

@@ -120,12 +120,12 @@ defmodule ExBashkit.Session.Exec do
   # Validate, then hand the script to the interpreter threads. In the node,
   # the exec NIF checks that the script is UTF-8 where it reads it.
   defp submit(%Session{resource: resource, location: :in_node}, script, call) do
-    with :ok <- check_not_reentrant(resource),
+    with :ok <- Callbacks.not_reentrant(resource, "exec"),
          do: Backend.exec(resource, :in_node, script, call, nil)
   end
 
   defp submit(%Session{resource: resource, location: location} = session, script, call) do
-    with :ok <- check_not_reentrant(resource),
+    with :ok <- Callbacks.not_reentrant(resource, "exec"),
          :ok <- check_script(script) do
       Backend.exec(resource, location, script, call, meta(session, call))
     end
@@ -197,18 +197,6 @@ defmodule ExBashkit.Session.Exec do
       max_reply_bytes: session.max_reply_bytes,
       give_up: nil
     }
-  end
-
-  # A builtin (or backend) of this session's running script calling exec on
-  # the same session would wait forever for the lock its caller holds.
-  defp check_not_reentrant(resource) do
-    if Callbacks.reentrant?(resource) do
-      {:error,
-       "re-entrant exec: this session is running the script whose builtin or virtual_fs " <>
-         "backend made this call; exec on another session instead"}
-    else
-      :ok
-    end
   end
 
   @doc false

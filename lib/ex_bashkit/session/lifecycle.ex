@@ -58,7 +58,7 @@ defmodule ExBashkit.Session.Lifecycle do
   @spec run(Session.t(), atom(), list(), call(), String.t()) :: term()
   def run(%Session{resource: resource, location: location}, op, args, call, name) do
     answer =
-      with :ok <- check_not_reentrant(resource, name) do
+      with :ok <- Callbacks.not_reentrant(resource, name) do
         case Backend.submit(resource, location, op, args ++ [call]) do
           {:ok, ref} -> Callbacks.await_reply(ref)
           {:done, reply} -> reply
@@ -95,18 +95,5 @@ defmodule ExBashkit.Session.Lifecycle do
   defp timeout!(other, name) do
     raise ArgumentError,
           "#{name} option :timeout_ms must be a positive integer or :infinity, got: #{inspect(other)}"
-  end
-
-  # A builtin (or backend) of this session's running script calling a
-  # lifecycle function on the same session would wait for the lock its own
-  # caller holds.
-  defp check_not_reentrant(resource, name) do
-    if Callbacks.reentrant?(resource) do
-      {:error,
-       "re-entrant #{name}: this session is running the script whose builtin or " <>
-         "virtual_fs backend made this call; it cannot wait for its own script to end"}
-    else
-      :ok
-    end
   end
 end

@@ -17,7 +17,7 @@ defmodule ExBashkit.Session.Mounts do
   def mount(%ExBashkit.Session{resource: resource, location: location}, vfs_path, host_path, mode) do
     [spec] = Options.parse!(mounts: [{vfs_path, host_path, mode}]).native.mounts
 
-    with :ok <- not_reentrant(resource),
+    with :ok <- Callbacks.not_reentrant(resource, "mount/4"),
          {:ok, ref} <- Backend.submit(resource, location, :mount, [spec]),
          do: Callbacks.await_reply(ref)
   end
@@ -28,7 +28,7 @@ defmodule ExBashkit.Session.Mounts do
     # Checked as `:mounts` checks a mount point: written in normal form.
     [%{vfs_path: vfs}] = Options.parse!(mounts: [{vfs_path, "/", :read_only}]).native.mounts
 
-    with :ok <- not_reentrant(resource),
+    with :ok <- Callbacks.not_reentrant(resource, "unmount/2"),
          {:ok, ref} <- Backend.submit(resource, location, :unmount, [vfs]),
          do: Callbacks.await_reply(ref)
   end
@@ -49,13 +49,5 @@ defmodule ExBashkit.Session.Mounts do
       {:error, message} ->
         raise RuntimeError, "cannot describe the session: " <> ExBashkit.Error.text(message)
     end
-  end
-
-  # From inside a builtin of the session's own running script, the
-  # interpreter is held by that script: waiting for it would never end.
-  defp not_reentrant(resource) do
-    if Callbacks.reentrant?(resource),
-      do: {:error, "re-entrant call: this session is running the script that made it"},
-      else: :ok
   end
 end

@@ -25,7 +25,6 @@ defmodule ExBashkit.Search do
       {:ok, [%{path: "lib/a.ex", line_number: 1, line: "defmodule A do"}]}
   """
 
-  alias ExBashkit.{Backend, Callbacks}
   alias ExBashkit.Session.{Defaults, VfsPath}
 
   @default_max_entries 100_000
@@ -159,11 +158,9 @@ defmodule ExBashkit.Search do
   end
 
   # Submit the job and wait for its answer, serving :virtual_fs back-calls.
-  defp run(%ExBashkit.Session{resource: resource, location: location} = session, op, request) do
-    with :ok <- Callbacks.not_reentrant(resource, "#{op}"),
-         {:ok, ref} <- Backend.submit(resource, location, op, [request]) do
-      Callbacks.await_reply(ref, ExBashkit.Session.Exec.callback_context(session))
-    end
+  defp run(%ExBashkit.Session{} = session, op, request) do
+    context = ExBashkit.Session.Exec.callback_context(session)
+    ExBashkit.Request.run(session, op, [request], "#{op}", context)
   end
 
   # -- options ----------------------------------------------------------------

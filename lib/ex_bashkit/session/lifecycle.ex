@@ -17,7 +17,7 @@ defmodule ExBashkit.Session.Lifecycle do
   # calls give its message), `ArgumentError` for programmer errors (bad
   # options, not a session).
 
-  alias ExBashkit.{Backend, Callbacks, Error, Session}
+  alias ExBashkit.{Error, Request, Session}
 
   @default_timeout_ms 60_000
   @u64_max 0xFFFF_FFFF_FFFF_FFFF
@@ -56,18 +56,8 @@ defmodule ExBashkit.Session.Lifecycle do
   # Submit `op` with `args` and the call options, and wait for its answer.
   # Its error is an `%ExBashkit.Error{}`.
   @spec run(Session.t(), atom(), list(), call(), String.t()) :: term()
-  def run(%Session{resource: resource, location: location}, op, args, call, name) do
-    answer =
-      with :ok <- Callbacks.not_reentrant(resource, name) do
-        case Backend.submit(resource, location, op, args ++ [call]) do
-          {:ok, ref} -> Callbacks.await_reply(ref)
-          {:done, reply} -> reply
-          {:error, _} = error -> error
-        end
-      end
-
-    Error.structured(answer)
-  end
+  def run(%Session{} = session, op, args, call, name),
+    do: session |> Request.run(op, args ++ [call], name) |> Error.structured()
 
   def run(other, _op, _args, _call, name), do: Session.not_a_session!(other, name)
 

@@ -8,29 +8,23 @@ defmodule ExBashkit.Session.Mounts do
   # (`ExBashkit.Session.Options`); the host-side gate runs in Rust, the same
   # gate `new/1` runs (`native/ex_bashkit/src/session/mounts.rs`).
 
-  alias ExBashkit.{Backend, Callbacks}
+  alias ExBashkit.{Backend, Request}
   alias ExBashkit.Session.Options
 
   @doc false
   @spec mount(ExBashkit.Session.t(), Path.t(), Path.t(), ExBashkit.Session.mount_mode()) ::
           :ok | {:error, String.t()}
-  def mount(%ExBashkit.Session{resource: resource, location: location}, vfs_path, host_path, mode) do
+  def mount(%ExBashkit.Session{} = session, vfs_path, host_path, mode) do
     [spec] = Options.parse!(mounts: [{vfs_path, host_path, mode}]).native.mounts
-
-    with :ok <- Callbacks.not_reentrant(resource, "mount/4"),
-         {:ok, ref} <- Backend.submit(resource, location, :mount, [spec]),
-         do: Callbacks.await_reply(ref)
+    Request.run(session, :mount, [spec], "mount/4")
   end
 
   @doc false
   @spec unmount(ExBashkit.Session.t(), Path.t()) :: :ok | {:error, String.t()}
-  def unmount(%ExBashkit.Session{resource: resource, location: location}, vfs_path) do
+  def unmount(%ExBashkit.Session{} = session, vfs_path) do
     # Checked as `:mounts` checks a mount point: written in normal form.
     [%{vfs_path: vfs}] = Options.parse!(mounts: [{vfs_path, "/", :read_only}]).native.mounts
-
-    with :ok <- Callbacks.not_reentrant(resource, "unmount/2"),
-         {:ok, ref} <- Backend.submit(resource, location, :unmount, [vfs]),
-         do: Callbacks.await_reply(ref)
+    Request.run(session, :unmount, [vfs], "unmount/2")
   end
 
   @doc false

@@ -4,15 +4,12 @@ defmodule ExBashkit.Session.Tar do
   # and options, submit the job (`native/ex_bashkit/src/session/tar.rs`) and await
   # its answer. Like a snapshot, it runs between scripts in arrival order.
 
-  alias ExBashkit.{Backend, Callbacks}
-
   @doc false
   @spec export(ExBashkit.Session.t(), term(), term()) :: {:ok, binary()} | {:error, String.t()}
   def export(session, path, opts) do
     request = %{path: path!(path), gzip: gzip!(opts)}
 
-    with {:ok, ref} <- Backend.submit(session.resource, session.location, :export_tar, [request]),
-         do: Callbacks.await_reply(ref)
+    ExBashkit.Request.run(session, :export_tar, [request], "export_tar/3")
   end
 
   defp path!(path) when is_binary(path) do

@@ -71,6 +71,22 @@ defmodule ExBashkit.Worker do
   the interpreter needs (no process created, nothing executed, nothing
   traced); and the address-space limit of `:worker_max_memory`.
 
+  ## Grants
+
+  Landlock also keeps the OS process to the host directories its sessions
+  mount: it is started granted each `:mounts` entry of its first session
+  (`:read_only` ones read only) and opens no other host file. A running
+  process can only be narrowed, so a session that joins (a `:group`'s) or
+  a `ExBashkit.Session.mount/4` that needs a directory the process was not
+  granted waits, with the calls that come after it, until nothing is in
+  flight there; then every session of the process moves to a new OS
+  process started with the wider grants, rebuilt from its recovery point
+  as after a crash, but silently: nothing is lost, since nothing was in
+  flight and a durable session's point is current at every answer. When a
+  session there cannot be rebuilt so (`durable: false`, or over a `:base`
+  image), nothing moves and the call that needed more is refused with
+  `{:error, message}`.
+
   A layer the kernel lacks is left out and reported:
   `ExBashkit.Session.info/1` shows the layers a session's process holds,
   and with `config :ex_bashkit, require_confinement: true` a worker missing
@@ -83,7 +99,7 @@ defmodule ExBashkit.Worker do
   require Logger
 
   alias ExBashkit.{Deadline, Native}
-  alias ExBashkit.Worker.Recovery
+  alias ExBashkit.Worker.{Grants, Recovery}
 
   # How long the worker's reading thread may take to send an exec's output
   # so far, once asked (it reads every frame, and runs at most a quick
@@ -222,7 +238,10 @@ defmodule ExBashkit.Worker do
        grace_ms: Keyword.get(opts, :grace_ms, 2_000),
        # a session's or group's own worker stops with its last session
        stop_when_idle: Keyword.get(opts, :stop_when_idle, false),
-       held: false
+       held: false,
+       # requests waiting, in order, for the sessions here to move to an OS
+       # process with more grants (see "Grants" in the moduledoc)
+       queue: []
      }
      |> Map.merge(settings(opts))}
   end
@@ -239,7 +258,7 @@ defmodule ExBashkit.Worker do
 
   @impl true
   def handle_info({:ex_bashkit_request, pid, ref, id, request, meta}, state) do
-    {:noreply, route(state, pid, ref, id, request, meta)}
+    settle(route(state, pid, ref, id, request, meta))
   end
 
   # A spare starts its OS process before its first session comes, and runs
@@ -279,11 +298,11 @@ defmodule ExBashkit.Worker do
     }
 
     state = if(state.port, do: send_frame(state, {:drop, sid}), else: state)
-    stop_if_idle(prune_images(state))
+    settle(prune_images(state))
   end
 
   def handle_info({port, {:data, frame}}, %{port: port} = state) do
-    stop_if_idle(deliver(state, decode(frame)))
+    settle(deliver(state, decode(frame)))
   end
 
   def handle_info({port, {:exit_status, status}}, %{port: port} = state) do
@@ -306,7 +325,7 @@ defmodule ExBashkit.Worker do
         # Nobody will read the answer: stop the script. A lifecycle call
         # (state, reset, snapshot, restore) still queued is dropped the same
         # way (`session/lifecycle.rs`).
-        {:noreply, send_frame(state, stop_frame(route, id))}
+        settle(send_frame(state, stop_frame(route, id)))
     end
   end
 
@@ -320,14 +339,14 @@ defmodule ExBashkit.Worker do
     cond do
       route == nil or Map.has_key?(state.answering, id) -> {:noreply, state}
       route.kind in [:exec, :exec_once] -> {:noreply, ask_output_so_far(state, id, route, why)}
-      true -> {:noreply, answer_stopped(state, id, why, nil)}
+      true -> settle(answer_stopped(state, id, why, nil))
     end
   end
 
   def handle_info({:ex_bashkit_reply, {:output_so_far, id}, reply}, state) do
     case reply do
       {stdout, stderr} when is_binary(stdout) and is_binary(stderr) ->
-        {:noreply, answer_pending(state, id, {stdout, stderr})}
+        settle(answer_pending(state, id, {stdout, stderr}))
 
       # Not overdue after all (see `ExBashkit.Deadline.look_again_ms/1`).
       {:running, left} ->
@@ -344,7 +363,7 @@ defmodule ExBashkit.Worker do
   # to stop, so no grace period either.
   def handle_info({:ended, id, why}, state) do
     state = answer_stopped(state, id, why, nil)
-    {:noreply, %{state | overdue: Map.delete(state.overdue, id)}}
+    settle(%{state | overdue: Map.delete(state.overdue, id)})
   end
 
   # The reading thread did not answer in time (the OS process is frozen or
@@ -358,7 +377,7 @@ defmodule ExBashkit.Worker do
         {:noreply, look_again(state, id, :deadline, Deadline.look_again_ms(nil))}
 
       _ ->
-        {:noreply, answer_pending(state, id, nil)}
+        settle(answer_pending(state, id, nil))
     end
   end
 
@@ -394,22 +413,52 @@ defmodule ExBashkit.Worker do
     _, _ -> :ok
   end
 
-  # A session's own process (or a group's) stops with its last session,
-  # once the calls still in flight are answered (a session collected while
-  # its last call runs still gets that answer), and only once it has held
-  # one (a spare, or a process started for a session whose `new` has not
-  # come yet, holds none).
-  defp stop_if_idle(
-         %{stop_when_idle: true, held: true, sessions: sessions, routes: routes} = state
+  # After a message that may have answered the last call in flight: the
+  # sessions move if requests wait for that, and a session's own process
+  # (or a group's) stops with its last session, once the calls still in
+  # flight are answered (a session collected while its last call runs
+  # still gets that answer), and only once it has held one (a spare, or a
+  # process started for a session whose `new` has not come yet, holds
+  # none).
+  defp settle(%{queue: [_ | _], routes: routes} = state) when map_size(routes) == 0,
+    do: settle(move(state))
+
+  defp settle(
+         %{stop_when_idle: true, held: true, sessions: sessions, routes: routes, queue: []} =
+           state
        )
        when map_size(sessions) == 0 and map_size(routes) == 0,
        do: {:stop, :normal, state}
 
-  defp stop_if_idle(state), do: {:noreply, state}
+  defp settle(state), do: {:noreply, state}
 
   # -- routing --------------------------------------------------------------
 
+  # A request waits while requests before it wait for a move (a cancel never
+  # does: the move may be waiting for the exec it stops), and waits itself
+  # when it needs a grant the running OS process lacks; one before the OS
+  # process starts adds its grants to those it will start with.
   defp route(state, pid, ref, id, request, meta) do
+    waiting = {pid, ref, id, request, meta}
+    needed = Grants.needed(request)
+
+    cond do
+      state.queue != [] and elem(request, 0) != :cancel ->
+        %{state | queue: state.queue ++ [waiting]}
+
+      Grants.missing(state.grants, needed) == [] ->
+        dispatch(state, pid, ref, id, request, meta)
+
+      state.port == nil ->
+        state = %{state | grants: MapSet.union(state.grants, MapSet.new(needed))}
+        dispatch(state, pid, ref, id, request, meta)
+
+      true ->
+        %{state | queue: [waiting]}
+    end
+  end
+
+  defp dispatch(state, pid, ref, id, request, meta) do
     kind = elem(request, 0)
 
     sid =
@@ -847,6 +896,8 @@ defmodule ExBashkit.Worker do
       max_script_threads: Keyword.get(opts, :max_script_threads, @max_script_threads),
       network: Keyword.get(opts, :network, false),
       require_confinement: Keyword.get(opts, :require_confinement, false),
+      # host directories its sessions' mounts need (`ExBashkit.Worker.Grants`)
+      grants: MapSet.new(Keyword.get(opts, :grants, [])),
       # layers not to apply (tests of `:require_confinement`)
       without: Keyword.get(opts, :without, [])
     }
@@ -876,7 +927,9 @@ defmodule ExBashkit.Worker do
       if(state.network, do: ["--network"], else: []) ++
         if(state.require_confinement, do: ["--require-confinement"], else: [])
 
-    values ++ flags ++ Enum.flat_map(state.without, &["--without", to_string(&1)])
+    values ++
+      flags ++
+      Grants.args(state.grants) ++ Enum.flat_map(state.without, &["--without", to_string(&1)])
   end
 
   @doc false
@@ -929,6 +982,67 @@ defmodule ExBashkit.Worker do
     Path.join(:code.priv_dir(:ex_bashkit), "native/ex_bashkit_worker")
   end
 
+  # -- grants ---------------------------------------------------------------
+
+  # Nothing is in flight and requests wait for grants the OS process lacks:
+  # the sessions move to a new OS process started with them, rebuilt from
+  # their recovery points as after a crash (nothing is lost: no call is in
+  # flight, and a durable session's point is current at every answer),
+  # then the waiting requests go on in order. Sessions that cannot be
+  # rebuilt so keep their process, and the requests that needed more are
+  # refused.
+  defp move(%{queue: queue} = state) do
+    state = %{state | queue: []}
+    needed = Enum.flat_map(queue, fn {_, _, _, request, _} -> Grants.needed(request) end)
+    missing = Grants.missing(state.grants, needed)
+    refusal = if missing != [], do: immovable(state)
+
+    state =
+      cond do
+        missing == [] or refusal != nil ->
+          state
+
+        true ->
+          if state.os_pid, do: Native.kill_os_process(state.os_pid)
+          if state.port, do: close_port(state.port)
+          renew(%{state | grants: MapSet.union(state.grants, MapSet.new(missing))}, state.lost)
+      end
+
+    Enum.reduce(queue, state, fn {pid, ref, id, request, meta}, state ->
+      if Grants.missing(state.grants, Grants.needed(request)) == [] do
+        dispatch(state, pid, ref, id, request, meta)
+      else
+        send(pid, {:ex_bashkit_reply, ref, {:error, refusal}})
+        state
+      end
+    end)
+  end
+
+  # Why the sessions here cannot move, or nil.
+  defp immovable(state) do
+    Enum.find_value(state.sessions, fn {sid, config} ->
+      cond do
+        not Recovery.recoverable?(config) ->
+          "this worker process was not granted the host directory, and a session on it " <>
+            "(durable: false, or over a :base image) cannot move to one that is; " <>
+            "give the mount in new/1's :mounts"
+
+        match?({:unrecoverable, _}, Map.get(state.points, sid)) ->
+          "this worker process was not granted the host directory, and a session on it " <>
+            "has no recovery point to move to one that is"
+
+        true ->
+          nil
+      end
+    end)
+  end
+
+  defp close_port(port) do
+    Port.close(port)
+  rescue
+    ArgumentError -> :ok
+  end
+
   # The worker is gone: answer everything in flight, then start a new one
   # and rebuild the sessions that lived there.
   defp crashed(state, why) do
@@ -973,6 +1087,12 @@ defmodule ExBashkit.Worker do
           into: state.lost,
           do: {sid, error}
 
+    renew(state, lost)
+  end
+
+  # A new OS process for the sessions here (with `lost`, those whose state
+  # did not survive), nothing in flight any more.
+  defp renew(state, lost) do
     state = %{
       state
       | port: nil,

@@ -55,6 +55,7 @@ defmodule ExBashkit.WorkerPool do
   use Supervisor
 
   alias ExBashkit.Worker
+  alias ExBashkit.Worker.Grants
   alias ExBashkit.WorkerPool.Spares
 
   # Shared workers: sessions without network, sessions with, one-shots.
@@ -113,14 +114,16 @@ defmodule ExBashkit.WorkerPool do
   # The worker a new session of `group` (nil: none) with native
   # configuration `config` lives on: a process of the group's own, or of
   # the session's own without a group (the spare, when it has no
-  # `max_memory_bytes` limit: `Spares`).
+  # `max_memory_bytes` limit and no host mount: `Spares`). A process started
+  # here is granted the session's host mounts (`ExBashkit.Worker.Grants`).
   @spec place(map(), term()) :: {:ok, GenServer.name()} | {:error, String.t()}
   def place(config, group) do
     memory = get_in(config, [:limits, :max_memory_bytes])
+    grants = Grants.of_mounts(Map.get(config, :mounts, []))
 
     case group do
-      nil -> own_worker({family(config), {:own, make_ref()}, memory})
-      group -> own_worker({family(config), {:group, group}, memory})
+      nil -> own_worker({family(config), {:own, make_ref()}, memory}, grants)
+      group -> own_worker({family(config), {:group, group}, memory}, grants)
     end
   end
 
@@ -133,7 +136,7 @@ defmodule ExBashkit.WorkerPool do
     if GenServer.whereis(name), do: {:ok, name}, else: place(config, group({:process, name, 0}))
   end
 
-  defp own_worker({family, _owner, memory} = key) do
+  defp own_worker({family, _owner, memory} = key, grants) do
     if Process.whereis(@own) == nil, do: Application.ensure_all_started(:ex_bashkit)
     name = {:via, Registry, {@registry, key}}
 
@@ -141,6 +144,7 @@ defmodule ExBashkit.WorkerPool do
       Keyword.merge(worker_options(),
         network: family == :network,
         max_memory: memory || @group_max_memory,
+        grants: grants,
         stop_when_idle: true
       )
 
@@ -157,8 +161,8 @@ defmodule ExBashkit.WorkerPool do
       {:error, max_reached()}
     else
       started =
-        case {owner, memory} do
-          {{:own, _}, nil} -> Spares.claim(family, name, opts, &start_worker/1)
+        case {owner, memory, opts[:grants]} do
+          {{:own, _}, nil, []} -> Spares.claim(family, name, opts, &start_worker/1)
           _ -> start_worker(Keyword.put(opts, :name, name))
         end
 

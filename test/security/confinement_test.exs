@@ -12,8 +12,10 @@ defmodule ExBashkit.Security.ConfinementTest do
   @moduletag :process_only
 
   # A session's process stops with it: one kept for the rest of the test.
-  defp held_session do
-    session = Session.new()
+  defp held_session, do: held_session_with([])
+
+  defp held_session_with(opts) do
+    session = Session.new(opts)
     Process.put({:held_session, make_ref()}, session)
     session
   end
@@ -144,6 +146,71 @@ defmodule ExBashkit.Security.ConfinementTest do
     assert :ok = Session.mount(session, "/late", late, :read_only)
     assert {:ok, %{stdout: "later"}} = Session.exec(session, "cat /late/late.txt")
     assert {:ok, %{read_mount: :ok}} = Worker.self_test(mounts: [{"/ro", dir, :read_only}])
+  end
+
+  test "landlock: no host file or directory outside the mounts opens, a read-only mount is read-only" do
+    dir = HostDir.create!(%{"in.txt" => "host"})
+    assert {:ok, report} = Worker.self_test(mounts: [{"/ro", dir, :read_only}])
+    assert report.open_host_file == {:denied, :eacces}
+    assert report.open_host_dir == {:denied, :eacces}
+    assert report.write_mount == {:denied, :eacces}
+    assert report.read_mount == :ok
+
+    # With no mount at all, nothing opens (the read-only stand-in aside).
+    assert {:ok, %{open_host_file: {:denied, :eacces}, open_host_dir: {:denied, :eacces}}} =
+             Worker.self_test([])
+  end
+
+  test "landlock: a runtime mount moves the session to a process granted it, state and all" do
+    session = Session.new()
+
+    assert {:ok, %{exit_code: 0}} =
+             Session.exec(
+               session,
+               "export A=1; mkdir -p /w && cd /w && echo kept > f; g() { echo fun; }"
+             )
+
+    before = worker_pid(session)
+    dir = HostDir.create!(%{"in.txt" => "host"})
+    assert :ok = Session.mount(session, "/mnt", dir, :read_only)
+    moved = worker_pid(session)
+    refute moved == before
+    refute File.exists?("/proc/#{before}")
+
+    assert {:ok, %{stdout: "1 /w kept fun host\n"}} =
+             Session.exec(session, ~s[echo "$A" "$PWD" "$(cat f)" "$(g)" "$(cat /mnt/in.txt)"])
+
+    # The same grant again needs no move.
+    assert :ok = Session.unmount(session, "/mnt")
+    assert :ok = Session.mount(session, "/again", dir, :read_only)
+    assert worker_pid(session) == moved
+    assert {:ok, %{stdout: "host"}} = Session.exec(session, "cat /again/in.txt")
+  end
+
+  test "landlock: a move waits for the exec in flight, which keeps its answer" do
+    session = Session.new()
+    dir = HostDir.create!(%{"in.txt" => "host"})
+    task = Task.async(fn -> Session.exec(session, "sleep 0.5; echo slept; export B=2") end)
+    Process.sleep(100)
+    assert :ok = Session.mount(session, "/mnt", dir, :read_write)
+    assert {:ok, %{stdout: "slept\n"}} = Task.await(task)
+
+    assert {:ok, %{stdout: "2 host\n"}} =
+             Session.exec(session, ~s[echo "$B" "$(cat /mnt/in.txt)"])
+  end
+
+  test "landlock: a session that cannot move keeps its process, the mount refused" do
+    session = held_session_with(durable: false)
+    {:ok, _} = Session.exec(session, "export KEPT=yes")
+    dir = HostDir.create!(%{"in.txt" => "host"})
+    assert {:error, message} = Session.mount(session, "/mnt", dir, :read_only)
+    assert message =~ "not granted the host directory"
+    assert message =~ "durable: false"
+    assert {:ok, %{stdout: "yes\n"}} = Session.exec(session, "echo $KEPT")
+
+    # Granted at new/1, the mount works without a move.
+    granted = Session.new(durable: false, mounts: [{"/mnt", dir, :read_only}])
+    assert {:ok, %{stdout: "host"}} = Session.exec(granted, "cat /mnt/in.txt")
   end
 
   test "require_confinement: a worker missing a layer builds no session, naming it" do

@@ -11,6 +11,8 @@ defmodule ExBashkit.Worker.SelfTest do
   """
 
   alias ExBashkit.{Worker, WorkerPool}
+  alias ExBashkit.Session.Options
+  alias ExBashkit.Worker.Grants
 
   @typedoc "`:ok` when the attempt worked, else the error it failed with."
   @type outcome :: :ok | {:denied, atom() | {:errno, integer()}}
@@ -61,8 +63,16 @@ defmodule ExBashkit.Worker.SelfTest do
       {host_file, host_dir} = outside(mounts)
       without = Keyword.get(opts, :without, [])
 
+      # Granted as a session with these mounts would be, the temporary
+      # directory standing for a read-only mount included.
+      grants =
+        Grants.of_mounts(Options.parse!(mounts: mounts).native.mounts) ++
+          if(temporary, do: [{temporary, false}], else: [])
+
       settings =
-        Worker.settings([network: network?, without: without] ++ WorkerPool.worker_options())
+        Worker.settings(
+          [network: network?, without: without, grants: grants] ++ WorkerPool.worker_options()
+        )
 
       args =
         Worker.worker_args(settings) ++

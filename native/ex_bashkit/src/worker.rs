@@ -158,6 +158,12 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Settings, String> {
         let value = text.parse::<u64>().ok();
         match (flag.as_str(), value) {
             ("--without", _) => settings.confine.without.push(text),
+            ("--grant-read" | "--grant-write", _) => {
+                settings.confine.grants.push(confine::landlock::Grant {
+                    writable: flag == "--grant-write",
+                    path: text,
+                })
+            }
             ("--probe-file", _) => targets(&mut settings.self_test).host_file = text,
             ("--probe-dir", _) => targets(&mut settings.self_test).host_dir = text,
             ("--read-mount", _) => targets(&mut settings.self_test).read_mount = text,

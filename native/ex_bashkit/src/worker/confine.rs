@@ -39,6 +39,9 @@ pub struct Request {
     pub max_cpu_seconds: Option<u64>,
     /// Keep the VM's network namespace (some session was granted network).
     pub network: bool,
+    /// The host directories its sessions were granted (`--grant-read`,
+    /// `--grant-write`): the only files Landlock lets it open.
+    pub grants: Vec<landlock::Grant>,
     /// A missing layer makes the worker refuse work.
     pub require: bool,
     /// Layers not to apply (`--without NAME`): how tests get a worker that
@@ -176,7 +179,7 @@ mod os {
         if skip("landlock") {
             report.missing.push("landlock (left out by request)".into());
         } else {
-            match landlock::restrict() {
+            match landlock::restrict(&request.grants, request.network) {
                 Ok(()) => report.landlock = true,
                 Err(e) => report.missing.push(format!("landlock ({e})")),
             }

@@ -7,11 +7,16 @@
 #   * `ExBashkit.exec("echo hi")` median, each mode, and raw new+exec;
 #   * builtin round trip (script → Elixir fun → script), each mode;
 #   * total execs/s with 64 sessions, each mode (goal: process ≥ 0.8× in-node);
-#   * memory: RSS of an idle worker, and per idle session in a worker;
+#   * memory: RSS of an idle worker, and per idle session in one process
+#     (a group's);
 #   * the runner's fairness in each mode (issue 12): while 64 sessions run a
 #     CPU-heavy loop, an unrelated `Session.exec("echo hi")` (p99) and how
-#     late `Process.sleep(1)` wakes (p99); in process mode the sessions share
-#     the workers, so this is the fairness between sessions of one worker.
+#     late `Process.sleep(1)` wakes (p99); in process mode each of the 64
+#     has a process of its own, so this is the fairness between processes;
+#   * a process per session (issue 67): `Session.new/1` median with the
+#     spare ready (a pause between) and back to back, the PSS of an idle
+#     session's process, and N sessions alive at once each in its own
+#     process, every one answering (how long that took, their PSS in all).
 # Writes bench/isolation.md.
 
 for file <- ~w(stats sampler raw memory), do: Code.require_file("lib/#{file}.exs", __DIR__)
@@ -46,7 +51,9 @@ defmodule Bench.Isolation do
       end
 
     memory = worker_memory(if quick?, do: 200, else: 2_000)
-    report = render(raw, rows, memory, load_before, loadavg(), quick?)
+    Application.put_env(:ex_bashkit, :isolation, :process)
+    own = own_processes(quick?)
+    report = render(raw, rows, memory, own, load_before, loadavg(), quick?)
     File.write!(out, report)
     IO.puts(report)
   end
@@ -186,6 +193,40 @@ defmodule Bench.Isolation do
 
   defp default_config, do: ExBashkit.Session.Options.parse!([]).native
 
+  # Sessions each in a process of its own: `new/1` with the spare ready
+  # (it is replaced off the caller's path, so a pause comes between) and
+  # back to back; an idle one's PSS; then `alive` sessions held at once.
+  defp own_processes(quick?) do
+    spaced = for _ <- 1..if(quick?, do: 10, else: 40), do: timed_new(50)
+    back_to_back = for _ <- 1..if(quick?, do: 10, else: 40), do: timed_new(0)
+    idle = for _ <- 1..10, do: Session.new()
+    Process.sleep(500)
+    pss = Enum.map(idle, &Bench.Memory.pss_kb(Session.info(&1).os_pid))
+
+    alive = if quick?, do: 100, else: 1_000
+    {us, sessions} = :timer.tc(fn -> for _ <- 1..alive, do: Session.new() end)
+    answering = Enum.count(sessions, &match?({:ok, %{stdout: "hi\n"}}, Session.exec(&1, @echo)))
+    total_pss = sessions |> Enum.map(&Bench.Memory.pss_kb(Session.info(&1).os_pid)) |> Enum.sum()
+
+    %{
+      new_spaced: spaced,
+      new_back_to_back: back_to_back,
+      idle_pss_kb: Enum.sum(pss) / length(pss),
+      alive: alive,
+      answering: answering,
+      alive_ms: us / 1_000,
+      alive_pss_kb: total_pss
+    }
+  end
+
+  defp timed_new(pause_ms) do
+    Process.sleep(pause_ms)
+    {us, _session} = :timer.tc(&Session.new/0)
+    # Dropped here: its process stops once the handle is collected.
+    :erlang.garbage_collect()
+    us * 1_000
+  end
+
   defp median(samples), do: Stats.summary(samples)[:median]
 
   defp raw_median(raw, name) do
@@ -195,7 +236,7 @@ defmodule Bench.Isolation do
     end)
   end
 
-  defp render(raw, rows, memory, load_before, load_after, quick?) do
+  defp render(raw, rows, memory, own, load_before, load_after, quick?) do
     m = Map.new(rows)
     raw_exec = raw_median(raw, "raw/echo_hi.exec")
     raw_new_exec = raw_median(raw, "raw/echo_hi.new_exec")
@@ -239,7 +280,16 @@ defmodule Bench.Isolation do
     | worker memory | |
     |---|---|
     | RSS of an idle worker | #{Stats.fmt_bytes(memory.idle_kb * 1024)} |
-    | per idle session in a worker (#{memory.sessions} sessions) | #{Stats.fmt_bytes(memory.per_session_bytes)} |
+    | per idle session in one process, a group's (#{memory.sessions} sessions) | #{Stats.fmt_bytes(memory.per_session_bytes)} |
+
+    | a process per session (issue 67) | figure | goal |
+    |---|---|---|
+    | `Session.new/1` median, spare ready (50 ms apart) | #{Stats.fmt_ns(median(own.new_spaced))} | ≤ 1 ms |
+    | `Session.new/1` median, back to back | #{Stats.fmt_ns(median(own.new_back_to_back))} | ≤ 1 ms |
+    | idle session's process, PSS | #{Stats.fmt_bytes(own.idle_pss_kb * 1024)} | ≤ 2 MiB |
+    | #{own.alive} sessions alive, each in its own process: answering | #{own.answering} of #{own.alive} | all |
+    | … made in | #{Stats.fmt_ns(own.alive_ms * 1_000_000)} | – |
+    | … PSS in all | #{Stats.fmt_bytes(own.alive_pss_kb * 1024)} | – |
     """
   end
 end

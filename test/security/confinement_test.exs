@@ -127,6 +127,16 @@ defmodule ExBashkit.Security.ConfinementTest do
     end
   end
 
+  test "temporary files: a small tmpfs of its own over /dev/shm, not the host's" do
+    mounts = File.read!("/proc/#{worker_pid(held_session())}/mountinfo")
+
+    [top | _] =
+      for line <- String.split(mounts, "\n") |> Enum.reverse(), line =~ " /dev/shm ", do: line
+
+    assert top =~ "nosuid,nodev,noexec"
+    assert top =~ "tmpfs tmpfs rw,size=262144k,mode=700"
+  end
+
   test "environment: empty" do
     assert File.read!("/proc/#{worker_pid(held_session())}/environ") == ""
   end

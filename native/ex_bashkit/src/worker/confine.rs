@@ -10,8 +10,8 @@
 //!    closed, and fd 2 (the VM's stderr until now) becomes a pipe whose
 //!    lines the worker forwards to the VM as `{:ex_bashkit_log, 0, line}`;
 //! 3. its own user, mount, IPC and UTS namespaces, and its own (empty)
-//!    network namespace unless it was started with `--network`
-//!    (`namespaces.rs`);
+//!    network namespace unless it was started with `--network`, with a
+//!    tmpfs of its own for temporary files (`namespaces.rs`);
 //! 4. no capabilities in any set, bounding and ambient included
 //!    (`capabilities.rs`), not dumpable, `no_new_privs`;
 //! 5. a Landlock domain (`landlock.rs`) and last a seccomp-bpf allowlist
@@ -164,6 +164,13 @@ mod os {
                 Err(e) => report.missing.push(format!("namespaces ({e})")),
             }
         }
+        let mut grants = request.grants.clone();
+        if !report.namespaces.is_empty() && namespaces::private_tmp() {
+            grants.push(landlock::Grant {
+                path: namespaces::TMP.into(),
+                writable: true,
+            });
+        }
         match capabilities::drop_all() {
             Ok(()) => report.capabilities_dropped = true,
             Err(e) => report.missing.push(format!("capabilities ({e})")),
@@ -179,7 +186,7 @@ mod os {
         if skip("landlock") {
             report.missing.push("landlock (left out by request)".into());
         } else {
-            match landlock::restrict(&request.grants, request.network) {
+            match landlock::restrict(&grants, request.network) {
                 Ok(()) => report.landlock = true,
                 Err(e) => report.missing.push(format!("landlock ({e})")),
             }

@@ -7,7 +7,8 @@
 //! there right after `unshare` are dropped next (`capabilities.rs`). The new
 //! network namespace has only a loopback interface, down: no socket reaches
 //! anything, not even the VM's 127.0.0.1. The mount namespace is made
-//! private, so no mount reaches the host's tree or comes from it.
+//! private, so no mount reaches the host's tree or comes from it, and its
+//! temporary directory is a small tmpfs of its own (`private_tmp`).
 
 /// Enter the namespaces; returns their names as `Session.info/1` lists them.
 /// Must run while the process has one thread (`unshare(CLONE_NEWUSER)`
@@ -50,4 +51,37 @@ pub fn enter(network: bool) -> Result<Vec<&'static str>, String> {
         ));
     }
     Ok(names)
+}
+
+/// The process's own temporary directory, a tmpfs mounted over the host's
+/// `/dev/shm` in its mount namespace: not over `/tmp`, where host mounts
+/// may lie, while nothing under `/dev` may be mounted (`fs/mounts.rs`).
+pub const TMP: &str = "/dev/shm";
+
+/// The size of the process's own temporary directory: SQLite spills sorts
+/// and large results to temporary files, and no host directory is granted
+/// for them. tmpfs pages are memory the address-space limit does not
+/// count, so they have a bound of their own.
+const TMP_BYTES: u64 = 256 << 20;
+
+/// Mount an empty tmpfs of this process's own over `TMP` (after `enter`):
+/// nothing executed or made a device there, and `TMPDIR` names it, so
+/// `std::env::temp_dir()` answers it. Whether it was mounted.
+pub fn private_tmp() -> bool {
+    let options = std::ffi::CString::new(format!("size={TMP_BYTES},mode=0700"))
+        .expect("no NUL in the options");
+    // SAFETY: null-terminated strings valid for the call.
+    let mounted = unsafe {
+        libc::mount(
+            c"tmpfs".as_ptr(),
+            c"/dev/shm".as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            options.as_ptr().cast(),
+        ) == 0
+    };
+    if mounted {
+        std::env::set_var("TMPDIR", TMP);
+    }
+    mounted
 }

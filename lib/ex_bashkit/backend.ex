@@ -1,21 +1,23 @@
 defmodule ExBashkit.Backend do
   @moduledoc false
-  # The one choke point between the public API and where sessions live.
+  # The one choke point between the public API and where sessions live: a
+  # behaviour, with one implementation per transport. A session is in this
+  # node (`isolation: :in_node`: a NIF resource, `ExBashkit.Backend.InNode`)
+  # or in a worker OS process (`isolation: :process`:
+  # `ExBashkit.Backend.InWorker`, through `ExBashkit.Worker`'s port to the
+  # same Rust core). Callers name the session's location; this module picks
+  # the implementation from it, and is the only place that tells the two
+  # apart. Both answer long requests with the same messages,
+  # `{:ex_bashkit_reply, ref, outcome}` (plus `:ex_bashkit_output` /
+  # `:ex_bashkit_callback` while an exec runs), so the code that waits
+  # (`ExBashkit.Request`, `ExBashkit.Callbacks`) is shared.
   #
-  # A session is either in this node (`isolation: :in_node`: a NIF resource,
-  # `ExBashkit.Native`) or in a worker OS process (`isolation: :process`:
-  # `ExBashkit.Worker`, which forwards to the same Rust core over a port).
-  # Every public function reaches the interpreter through this module, which
-  # is the only place that tells the two apart. Both transports answer
-  # long requests with the same messages, `{:ex_bashkit_reply, ref, outcome}`
-  # (plus `:ex_bashkit_output` / `:ex_bashkit_callback` while an exec runs),
-  # so the code that waits (`ExBashkit.Request`) is shared.
-  #
-  # For a worker, the request's `ref` is a monitor of the worker's owner
-  # process, so the wait also ends if that process dies (`Request.await/3`
-  # matches the `:DOWN`).
+  # A new session operation is one callback here, its two implementations,
+  # and the Rust operation they reach (a NIF in `native/ex_bashkit/src/nif`,
+  # a frame in `worker.rs`).
 
-  alias ExBashkit.{Callbacks, Native, Worker, WorkerPool}
+  alias ExBashkit.Backend.{InNode, InWorker}
+  alias ExBashkit.Callbacks
 
   @typedoc "Where a session lives."
   @type location :: :in_node | {:process, atom(), pos_integer()}
@@ -27,53 +29,84 @@ defmodule ExBashkit.Backend do
   """
   @type call_id :: pos_integer() | {port(), pos_integer()}
 
-  # A NIF given something that is not a session handle of this VM raises
-  # `ArgumentError` (badarg); say what that means. A macro, so that the
-  # call runs inline: a closure would cost a short exec 40 ns.
-  defmacrop nif(call) do
-    quote do
-      try do
-        unquote(call)
-      rescue
-        ArgumentError -> not_a_session!(__STACKTRACE__)
-      end
-    end
-  end
+  @typedoc "How a session was built: its handle and its location."
+  @type built :: {:ok, reference(), location()} | {:error, String.t()}
+
+  @typedoc "What submitting an exec answers (see `exec/5`)."
+  @type submitted_exec ::
+          {:ok, reference(), pos_integer()}
+          | {:ok, reference(), pos_integer(), tuple()}
+          | {:done, pos_integer(), Callbacks.outcome()}
+          | {:error, String.t()}
+
+  @doc "Build a session from the validated native configuration, in `group`."
+  @callback new(config :: map(), inline? :: boolean(), group :: term()) :: built()
+
+  @doc "Build a fork of the session at `location` from `config`, beside it."
+  @callback new_beside(config :: map(), location(), inline? :: boolean()) :: built()
+
+  @doc "Submit an exec (see `ExBashkit.Backend.exec/5`)."
+  @callback exec(reference(), location(), String.t(), call :: map(), meta :: map() | nil) ::
+              submitted_exec()
+
+  @doc "Submit a one-shot script (see `ExBashkit.Backend.exec_once/4`)."
+  @callback exec_once(config :: map(), String.t(), meta :: map()) ::
+              {:ok, reference(), Callbacks.give_up()}
+              | {:done, Callbacks.outcome()}
+              | {:error, String.t()}
+
+  @doc "How the caller of exec `id` gives up on it, or nil."
+  @callback give_up(reference(), location(), pos_integer(), meta :: map()) ::
+              Callbacks.give_up()
+
+  @doc "Stop exec `id`."
+  @callback cancel_exec(reference(), location(), pos_integer()) :: :ok
+
+  @doc "Stop the session's running and queued execs; whether one ran."
+  @callback cancel(reference(), location()) :: boolean()
+
+  @doc "Submit a call that is not an exec (`state`, `reset`, `mount`, ...)."
+  @callback submit(reference(), location(), op :: atom(), args :: list()) ::
+              {:ok, reference()} | {:done, term()} | {:error, term()}
+
+  @doc "The commits the session keeps, newest first."
+  @callback history_kept(reference(), location()) :: [String.t()] | {:error, String.t()}
+
+  @doc "Every commit the sessions of this transport keep (GC roots)."
+  @callback history_roots() :: [String.t()]
+
+  @doc "A filesystem request, answered synchronously."
+  @callback fs(reference(), location(), request :: tuple()) :: term()
+
+  @doc "The session's grants (`ExBashkit.Session.Mounts.describe/1`)."
+  @callback describe(reference(), location()) :: {:ok, map()} | {:error, String.t()}
+
+  @doc "`{id, running?, cwd | nil}`, or nil when the session cannot say."
+  @callback info(reference(), location()) :: {integer(), boolean(), String.t() | nil} | nil
+
+  @doc "Where the session runs and how that OS process is confined."
+  @callback placement(location()) :: map()
+
+  @doc "Sessions alive, or scripts running or queued, on this transport."
+  @callback count(:live_sessions | :running_scripts) :: non_neg_integer()
+
+  @doc "Answer a back-call of a script running at `location`."
+  @callback callback_reply(location(), call_id(), answer :: term()) :: term()
 
   @doc false
   # Build a session from the validated native configuration. Returns the
   # handle the `%Session{}` keeps (its identity and, through GC, its life)
   # and its location.
-  @spec new(map(), :in_node | :process, boolean(), term()) ::
-          {:ok, reference(), location()} | {:error, String.t()}
-  def new(config, isolation, inline?, group \\ nil)
-
-  def new(config, :in_node, inline?, _group) do
-    {config, image} = base_image(ExBashkit.Session.Credentials.unseal(config))
-    result = if inline?, do: Native.session_new_inline(config), else: Native.session_new(config)
-    # The image must outlive the build, which finds it by id: this use
-    # keeps it referenced until the NIF has returned.
-    keep_alive(image)
-
-    with {:ok, resource} <- result, do: {:ok, resource, :in_node}
-  end
-
-  def new(config, :process, _inline?, group) do
-    {config, image} = base_image(config)
-    build_in_worker(config, image, &WorkerPool.place(&1, group), 2)
-  end
+  @spec new(map(), :in_node | :process, boolean(), term()) :: built()
+  def new(config, isolation, inline?, group \\ nil),
+    do: of_isolation(isolation).new(config, inline?, group)
 
   @doc false
   # Build a fork of the session at `location` from `config`: in the
   # parent's process (the same tenant) when it has one.
-  @spec new_beside(map(), location(), boolean()) ::
-          {:ok, reference(), location()} | {:error, String.t()}
-  def new_beside(config, {:process, name, _sid}, _inline?) do
-    {config, image} = base_image(config)
-    build_in_worker(config, image, &WorkerPool.place_beside(name, &1), 2)
-  end
-
-  def new_beside(config, :in_node, inline?), do: new(config, :in_node, inline?)
+  @spec new_beside(map(), location(), boolean()) :: built()
+  def new_beside(config, location, inline?),
+    do: of(location).new_beside(config, location, inline?)
 
   @doc false
   # How a session at `location` names the session `resource` at `other` in
@@ -84,59 +117,6 @@ defmodule ExBashkit.Backend do
   def beside({:process, name, _}, _resource, {:process, name, sid}), do: {:ok, sid}
   def beside(_location, _resource, _other), do: :elsewhere
 
-  defp build_in_worker(config, image, place, tries) do
-    with {:ok, name} <- place.(config),
-         {:ok, worker} <- whereis(name) do
-      sid = System.unique_integer([:positive])
-
-      case Worker.call(worker, {:new, sid, config}, image_meta(image)) do
-        :ok ->
-          {:ok, Native.remote_session(worker, sid), {:process, name, sid}}
-
-        # A group's worker that stopped, its last session gone, just as
-        # this one was placed on it: a new one starts.
-        {:error, "worker process exited: " <> why}
-        when why in [":normal", ":noproc"] and tries > 1 ->
-          build_in_worker(config, image, place, tries - 1)
-
-        {:error, _} = error ->
-          # The worker keeps nothing of a session that failed to build.
-          send(worker, {:ex_bashkit_drop, sid})
-          error
-      end
-    end
-  end
-
-  # `:base` travels as the image's id; the image itself goes where the
-  # session is built (`ExBashkit.Image`).
-  defp base_image(%{base: %ExBashkit.Image{id: id} = image} = config),
-    do: {%{config | base: id}, image}
-
-  defp base_image(config), do: {config, nil}
-
-  defp image_meta(nil), do: %{}
-  defp image_meta(image), do: %{image: image}
-
-  defp keep_alive(nil), do: :ok
-  defp keep_alive(%ExBashkit.Image{ref: ref}), do: :erlang.phash2(ref) && :ok
-
-  # A session names its worker by its registered name, so that it reaches
-  # the restarted owner process if the old one ever died.
-  @doc false
-  # `result`, the session's handle kept alive until the request that gave
-  # it was sent: a handle collected earlier would drop the session, and
-  # stop its own worker, ahead of a call whose caller no longer holds it
-  # (`Session.state!(Session.new())`).
-  @spec keep(reference(), result) :: result when result: term()
-  def keep(_resource, result), do: result
-
-  defp whereis(name) do
-    case GenServer.whereis(name) do
-      pid when is_pid(pid) -> {:ok, pid}
-      nil -> {:error, "worker process #{inspect(name)} is not running"}
-    end
-  end
-
   @doc false
   # Submit an exec; messages arrive tagged with the returned ref. An exec
   # that completed within the call (in the node, the runner's inline fast
@@ -145,30 +125,9 @@ defmodule ExBashkit.Backend do
   # message itself, `{:ok, ref, id, message}`: handle it before the mailbox.
   # `meta` is the exec's deadline, which a worker's owner answers by; in the
   # node (`nil`) the caller keeps it.
-  @spec exec(reference(), location(), String.t(), map(), map() | nil) ::
-          {:ok, reference(), pos_integer()}
-          | {:ok, reference(), pos_integer(), tuple()}
-          | {:done, pos_integer(), Callbacks.outcome()}
-          | {:error, String.t()}
-  def exec(resource, :in_node, script, call, _meta) do
-    ref = make_ref()
-
-    case nif(Native.session_exec(resource, script, call, self(), ref)) do
-      {:ok, {:done, id, outcome}} -> {:done, id, outcome}
-      {:ok, {:ok, id}} -> {:ok, ref, id}
-      {:ok, {:ok, id, message}} -> {:ok, ref, id, message}
-      {:error, _} = error -> error
-    end
-  end
-
-  def exec(resource, {:process, name, sid}, script, call, meta) do
-    with {:ok, worker} <- whereis(name) do
-      ref = Process.monitor(worker)
-      id = Worker.request(worker, ref, {:exec, sid, script, call}, meta)
-      keep(resource, :ok)
-      {:ok, ref, id}
-    end
-  end
+  @spec exec(reference(), location(), String.t(), map(), map() | nil) :: submitted_exec()
+  def exec(resource, location, script, call, meta),
+    do: of(location).exec(resource, location, script, call, meta)
 
   @doc false
   # `config` is a session's native configuration with at most `:limits`
@@ -178,233 +137,78 @@ defmodule ExBashkit.Backend do
           {:ok, reference(), Callbacks.give_up()}
           | {:done, Callbacks.outcome()}
           | {:error, String.t()}
-  def exec_once(config, script, :in_node, meta) do
-    ref = make_ref()
-
-    case Native.exec_once(config, script, self(), ref) do
-      {:ok, {:done, outcome}} ->
-        {:done, outcome}
-
-      {:ok, {:ok, handle}} ->
-        {:ok, ref, give_up(meta, fn -> Native.exec_once_give_up(handle) end)}
-
-      {:error, message} ->
-        {:error, message}
-    end
-  end
-
-  def exec_once(config, script, :process, meta) do
-    with {:ok, name} <- WorkerPool.pick_once(),
-         {:ok, worker} <- whereis(name) do
-      ref = Process.monitor(worker)
-      Worker.request(worker, ref, {:exec_once, config, script}, meta)
-      {:ok, ref, nil}
-    end
-  end
+  def exec_once(config, script, isolation, meta),
+    do: of_isolation(isolation).exec_once(config, script, meta)
 
   @doc false
   # How the caller of exec `id` gives up on it (`Callbacks.await/4`): in
   # the node, nobody else answers an exec whose command does not check its
   # token past its deadline, so its caller does, as a worker's owner does
   # (`ExBashkit.Worker`), the same slack later. nil in a worker, whose
-  # owner answers, and for a deadline no timer can hold (about 49 days).
+  # owner answers.
   @spec give_up(reference(), location(), pos_integer(), map()) :: Callbacks.give_up()
-  def give_up(resource, :in_node, id, meta),
-    do: give_up(meta, fn -> Native.session_give_up_exec(resource, id) end)
-
-  def give_up(_resource, {:process, _name, _sid}, _id, _meta), do: nil
-
-  defp give_up(%{timeout_ms: ms}, ask) when is_integer(ms) and ms < 0xFFFF_0000 do
-    slack = ExBashkit.Deadline.slack_ms()
-    %{at: System.monotonic_time(:millisecond) + ms + slack, timeout_ms: ms, ask: ask}
-  end
-
-  defp give_up(_meta, _ask), do: nil
+  def give_up(resource, location, id, meta),
+    do: of(location).give_up(resource, location, id, meta)
 
   @doc false
   @spec cancel_exec(reference(), location(), pos_integer()) :: :ok
-  def cancel_exec(resource, :in_node, id) do
-    nif(Native.session_cancel_exec(resource, id))
-    :ok
-  end
-
-  def cancel_exec(_resource, {:process, name, sid}, id) do
-    with {:ok, worker} <- whereis(name), do: Worker.cast(worker, {:cancel_exec, sid, id})
-    :ok
-  end
+  def cancel_exec(resource, location, id), do: of(location).cancel_exec(resource, location, id)
 
   @doc false
   @spec cancel(reference(), location()) :: boolean()
-  def cancel(resource, :in_node), do: nif(Native.session_cancel(resource))
-
-  def cancel(resource, {:process, name, sid}) do
-    with {:ok, worker} <- whereis(name),
-         do: keep(resource, Worker.call(worker, {:cancel, sid}) == true)
-  end
+  def cancel(resource, location), do: of(location).cancel(resource, location)
 
   @doc false
-  # `state`, `reset`, `snapshot`, `restore`: submitted, answered by message,
-  # or, in the node, answered within the call (`{:done, reply}`: a reset
-  # that swapped in an interpreter built in advance).
+  # `state`, `reset`, `snapshot`, `restore`, history, mounts...: submitted,
+  # answered by message, or, in the node, answered within the call
+  # (`{:done, reply}`: a reset that swapped in an interpreter built in
+  # advance).
   @spec submit(reference(), location(), atom(), list()) ::
           {:ok, reference()} | {:done, term()} | {:error, term()}
-  def submit(resource, :in_node, op, args) do
-    ref = make_ref()
-
-    case nif(apply(Native, :"session_#{op}", [resource | args] ++ [self(), ref])) do
-      {:ok, {:done, reply}} -> {:done, reply}
-      :ok -> {:ok, ref}
-      {:ok, _} -> {:ok, ref}
-      {:error, _} = error -> error
-    end
-  end
-
-  def submit(resource, {:process, name, sid}, op, args) do
-    with {:ok, worker} <- whereis(name) do
-      ref = Process.monitor(worker)
-      Worker.request(worker, ref, List.to_tuple([op, sid | args]))
-      keep(resource, :ok)
-      {:ok, ref}
-    end
-  end
+  def submit(resource, location, op, args), do: of(location).submit(resource, location, op, args)
 
   @doc false
   # The commits a session keeps, newest first (`session/history.rs`).
   @spec history_kept(reference(), location()) :: [String.t()] | {:error, String.t()}
-  def history_kept(resource, :in_node), do: nif(Native.session_history_kept(resource))
-
-  def history_kept(resource, {:process, name, sid}) do
-    with {:ok, worker} <- whereis(name),
-         do: keep(resource, Worker.call(worker, {:history_kept, sid}))
-  end
+  def history_kept(resource, location), do: of(location).history_kept(resource, location)
 
   @doc false
   # Every commit a live session of this node keeps, in the node and in
   # every worker: the store's GC roots. Raises when a worker cannot say,
-  # so that the collector frees nothing on doubt. A worker whose owner
-  # stopped meanwhile (its last session gone) keeps nothing; one whose OS
-  # process died keeps its sessions' recovery points.
+  # so that the collector frees nothing on doubt.
   @spec history_roots() :: [String.t()]
-  def history_roots do
-    workers =
-      for name <- WorkerPool.workers(), pid = GenServer.whereis(name), is_pid(pid) do
-        case Worker.call(pid, {:history_roots, nil}) do
-          roots when is_list(roots) ->
-            roots
-
-          # The owner itself exited meanwhile (its last session gone). Its
-          # OS process dying answers its points' commits instead.
-          {:error, %ExBashkit.Error{reason: :crashed}} ->
-            []
-
-          other ->
-            if Process.alive?(pid),
-              do: raise("worker #{inspect(name)} did not list its roots: #{inspect(other)}"),
-              else: []
-        end
-      end
-
-    Enum.uniq(Native.history_roots() ++ List.flatten(workers))
-  end
+  def history_roots, do: Enum.uniq(InNode.history_roots() ++ InWorker.history_roots())
 
   @doc false
   # A filesystem request (see `session/fs.rs`), answered synchronously.
   @spec fs(reference(), location(), tuple()) :: term()
-  def fs(resource, :in_node, request), do: nif(Native.fs_call(resource, request))
-
-  def fs(resource, {:process, name, sid}, request) do
-    case whereis(name) do
-      {:ok, worker} -> keep(resource, Worker.call(worker, {:fs, sid, request}))
-      {:error, message} -> {:error, ExBashkit.Error.new(:lost, message)}
-    end
-  end
+  def fs(resource, location, request), do: of(location).fs(resource, location, request)
 
   @doc false
-  # `{:ok, grants}` of `runtime_mounts::describe` (mounts, network, limits).
+  # `{:ok, grants}` of `session/mounts.rs` `describe` (mounts, network, limits).
   @spec describe(reference(), location()) :: {:ok, map()} | {:error, String.t()}
-  def describe(resource, :in_node), do: Native.session_describe(resource)
-
-  def describe(resource, {:process, name, sid}) do
-    with {:ok, worker} <- whereis(name),
-         do: keep(resource, Worker.call(worker, {:describe, sid}))
-  end
+  def describe(resource, location), do: of(location).describe(resource, location)
 
   @doc false
   # `{id, running?, cwd | nil}`, or nil when the session cannot say.
   @spec info(reference(), location()) :: {integer(), boolean(), String.t() | nil} | nil
-  def info(resource, :in_node), do: nif(Native.session_info(resource))
-
-  def info(resource, {:process, name, sid}) do
-    with {:ok, worker} <- whereis(name),
-         {_, _, _} = info <- keep(resource, Worker.call(worker, {:info, sid})) do
-      info
-    else
-      _ -> nil
-    end
-  end
+  def info(resource, location), do: of(location).info(resource, location)
 
   @doc false
   # Where the session runs and how that OS process is confined
   # (`ExBashkit.Session.info/1`).
   @spec placement(location()) :: map()
-  def placement(:in_node) do
-    %{
-      isolation: :in_node,
-      os_pid: nil,
-      group: nil,
-      confinement: %{
-        seccomp: false,
-        landlock: false,
-        namespaces: [],
-        no_new_privs: false,
-        memory_limit: nil
-      }
-    }
-  end
-
-  def placement({:process, name, _sid} = location) do
-    confinement =
-      with {:ok, worker} <- whereis(name),
-           %{} = report <- Worker.call(worker, {:confinement}) do
-        Map.take(report, [:seccomp, :landlock, :namespaces, :no_new_privs, :memory_limit])
-      else
-        _ -> placement(:in_node).confinement
-      end
-
-    %{
-      isolation: :process,
-      os_pid: GenServer.whereis(name) && Worker.os_pid(name),
-      group: WorkerPool.group(location),
-      confinement: confinement
-    }
-  end
-
-  defp not_a_session!(stacktrace) do
-    reraise ArgumentError,
-            "not a session of this node: it belongs to another node (a term decoded " <>
-              "from elsewhere) or was not made by ExBashkit.Session.new/1",
-            stacktrace
-  end
+  def placement(location), do: of(location).placement(location)
 
   @doc false
   # Sessions alive, in the node and in every worker (leak tests).
   @spec live_sessions() :: non_neg_integer()
-  def live_sessions, do: Native.live_sessions() + sum_over_workers({:live_sessions})
+  def live_sessions, do: InNode.count(:live_sessions) + InWorker.count(:live_sessions)
 
   @doc false
   # Scripts running or queued, in the node and in every worker.
   @spec running_scripts() :: non_neg_integer()
-  def running_scripts, do: Native.running_scripts() + sum_over_workers({:running_scripts})
-
-  defp sum_over_workers(request) do
-    for name <- WorkerPool.workers(), pid = GenServer.whereis(name), is_pid(pid), reduce: 0 do
-      sum ->
-        case Worker.call(pid, request) do
-          n when is_integer(n) -> sum + n
-          _ -> sum
-        end
-    end
-  end
+  def running_scripts, do: InNode.count(:running_scripts) + InWorker.count(:running_scripts)
 
   @doc false
   # Answer a back-call of a script running at `location`. In the node, for
@@ -412,24 +216,21 @@ defmodule ExBashkit.Backend do
   # the call (its final reply or its next back-call), returned instead of
   # sent (`ExBashkit.Callbacks` handles it).
   @spec callback_reply(location(), call_id(), term()) :: term()
-  def callback_reply(:in_node, call_id, answer), do: Native.callback_reply(call_id, answer)
-
-  # In a worker, the answer goes from here to the port of the worker OS
-  # process that asked (`ExBashkit.Worker` puts it in the call id), one hop
-  # fewer than through the `ExBashkit.Worker` process, which owns the port
-  # and reads what comes back. If that OS process is gone, so is the script
-  # that asked: the answer is dropped.
-  def callback_reply({:process, _name, _sid}, {port, call_id}, answer) do
-    Worker.write_frame(port, {:callback_reply, call_id, answer})
-  end
+  def callback_reply(location, call_id, answer),
+    do: of(location).callback_reply(location, call_id, answer)
 
   @doc false
-  # Forget the worker monitor behind `ref` once its request is answered.
-  @spec done(reference(), location() | :process) :: :ok
-  def done(_ref, :in_node), do: :ok
+  # `:base` travels as the image's id; the image itself goes where the
+  # session is built (`ExBashkit.Image`): `{config, image | nil}`.
+  @spec base_image(map()) :: {map(), ExBashkit.Image.t() | nil}
+  def base_image(%{base: %ExBashkit.Image{id: id} = image} = config),
+    do: {%{config | base: id}, image}
 
-  def done(ref, _process) do
-    Process.demonitor(ref, [:flush])
-    :ok
-  end
+  def base_image(config), do: {config, nil}
+
+  defp of(:in_node), do: InNode
+  defp of({:process, _name, _sid}), do: InWorker
+
+  defp of_isolation(:in_node), do: InNode
+  defp of_isolation(:process), do: InWorker
 end

@@ -394,21 +394,13 @@ defmodule ExBashkit.Session do
   @type fs_type :: :file | :dir | :symlink
 
   @typedoc "A resource-limit key accepted by the `:limits` option."
+  # Written from the one list of limits, `ExBashkit.Session.Options`'.
   @type limit_key ::
-          :max_commands
-          | :max_loop_iterations
-          | :max_total_loop_iterations
-          | :max_function_depth
-          | :max_input_bytes
-          | :timeout_ms
-          | :max_stdout_bytes
-          | :max_stderr_bytes
-          | :max_total_commands
-          | :max_exec_calls
-          | :max_history_entries
-          | :max_fs_bytes
-          | :max_files
-          | :max_file_bytes
+          unquote(
+            ExBashkit.Session.Options.limit_keys()
+            |> Enum.reverse()
+            |> Enum.reduce(&{:|, [], [&1, &2]})
+          )
 
   @typedoc "Access mode for a host directory mount."
   @type mount_mode :: :read_only | :read_write

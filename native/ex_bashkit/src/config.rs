@@ -21,127 +21,86 @@ use crate::image::BaseImage;
 use crate::callbacks::builtins::ElixirBuiltin;
 use crate::callbacks::virtual_fs::ElixirFs;
 use crate::callbacks::CallbackChannel;
-use crate::from_map;
+use crate::map_struct;
 use crate::policy::commands::{CommandPolicy, Permits};
 use crate::policy::egress::RequestLog;
 use crate::run::interrupt::{Interrupt, InterruptibleSleep};
 use crate::term::value::Bytes;
 
-/// Resource limits; `None` keeps bashkit's default. Elixir clamps values past
-/// `u64::MAX` ("unlimited"), so conversions here saturate.
-#[derive(Debug, Clone, Default)]
-pub struct Limits {
-    pub max_commands: Option<u64>,
-    pub max_loop_iterations: Option<u64>,
-    pub max_total_loop_iterations: Option<u64>,
-    pub max_function_depth: Option<u64>,
-    pub max_input_bytes: Option<u64>,
-    pub timeout_ms: Option<u64>,
-    pub max_stdout_bytes: Option<u64>,
-    pub max_stderr_bytes: Option<u64>,
-    pub max_total_commands: Option<u64>,
-    pub max_exec_calls: Option<u64>,
-    /// Entries the `history` builtin keeps (bashkit's `max_history_entries`).
-    pub max_history_entries: Option<u64>,
-    /// The in-memory filesystem's quotas (bashkit's `FsLimits`).
-    pub max_fs_bytes: Option<u64>,
-    pub max_files: Option<u64>,
-    pub max_file_bytes: Option<u64>,
+map_struct! {
+    /// Resource limits; `None` keeps bashkit's default. Elixir clamps values past
+    /// `u64::MAX` ("unlimited"), so conversions here saturate.
+    #[derive(Debug, Clone, Default)]
+    pub struct Limits {
+        pub max_commands: Option<u64>,
+        pub max_loop_iterations: Option<u64>,
+        pub max_total_loop_iterations: Option<u64>,
+        pub max_function_depth: Option<u64>,
+        pub max_input_bytes: Option<u64>,
+        pub timeout_ms: Option<u64>,
+        pub max_stdout_bytes: Option<u64>,
+        pub max_stderr_bytes: Option<u64>,
+        pub max_total_commands: Option<u64>,
+        pub max_exec_calls: Option<u64>,
+        /// Entries the `history` builtin keeps (bashkit's `max_history_entries`).
+        pub max_history_entries: Option<u64>,
+        /// The in-memory filesystem's quotas (bashkit's `FsLimits`).
+        pub max_fs_bytes: Option<u64>,
+        pub max_files: Option<u64>,
+        pub max_file_bytes: Option<u64>,
+    }
 }
-from_map!(Limits {
-    max_commands,
-    max_loop_iterations,
-    max_total_loop_iterations,
-    max_function_depth,
-    max_input_bytes,
-    timeout_ms,
-    max_stdout_bytes,
-    max_stderr_bytes,
-    max_total_commands,
-    max_exec_calls,
-    max_history_entries,
-    max_fs_bytes,
-    max_files,
-    max_file_bytes,
-});
 
-/// One host directory mount.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MountSpec {
-    pub vfs_path: String,
-    pub host_path: String,
-    pub writable: bool,
+map_struct! {
+    /// One host directory mount.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct MountSpec {
+        pub vfs_path: String,
+        pub host_path: String,
+        pub writable: bool,
+    }
 }
-from_map!(MountSpec {
-    vfs_path,
-    host_path,
-    writable
-});
 
-/// Everything `new/1` configures, as validated by Elixir.
-#[derive(Debug, Clone)]
-pub struct SessionConfig {
-    pub env: Vec<(String, String)>,
-    pub cwd: String,
-    pub username: String,
-    pub hostname: String,
-    pub files: Vec<(String, Bytes)>,
-    pub limits: Limits,
-    pub mounts: Vec<MountSpec>,
-    pub allowed_mount_paths: Option<Vec<String>>,
-    /// `None` (or empty): no network; `:all` arrives as `allow_all_net: true`.
-    pub allow_net: Option<Vec<String>>,
-    pub allow_all_net: bool,
-    pub block_private_ips: bool,
-    pub builtins: Vec<String>,
-    pub virtual_fs: Vec<String>,
-    pub python: Vec<String>,
-    /// `:git`, `:sqlite`, `:typescript` (see `commands/tools.rs`).
-    pub git: Option<crate::commands::tools::GitGrant>,
-    pub sqlite: bool,
-    pub typescript: bool,
-    /// `rootfs:`: a tar (or tar.gz) laid into the filesystem before `:files`.
-    pub rootfs: Option<Bytes>,
-    /// `base:`: the image mounted copy-on-write under the session's layer.
-    pub base: Option<BaseImage>,
-    /// `:commands`: which commands exist (`policy/commands.rs`); `None`: all.
-    pub commands: Option<CommandPolicy>,
-    /// `:soft_delete`: the trash directory, or `None` (deletes are real).
-    pub soft_delete: Option<String>,
-    /// `:credentials` (`policy/credentials.rs`).
-    pub credentials: Vec<crate::policy::credentials::CredentialSpec>,
-    /// Whether an `:egress` callback decides each request (`policy/egress.rs`).
-    pub egress: bool,
-    /// Whether, in a worker, each exec that changed the state leaves a
-    /// recovery point (`session/recovery.rs`).
-    pub durable: bool,
+map_struct! {
+    /// Everything `new/1` configures, as validated by Elixir.
+    #[derive(Debug, Clone)]
+    pub struct SessionConfig {
+        pub env: Vec<(String, String)>,
+        pub cwd: String,
+        pub username: String,
+        pub hostname: String,
+        pub files: Vec<(String, Bytes)>,
+        pub limits: Limits,
+        pub mounts: Vec<MountSpec>,
+        pub allowed_mount_paths: Option<Vec<String>>,
+        /// `None` (or empty): no network; `:all` arrives as `allow_all_net: true`.
+        pub allow_net: Option<Vec<String>>,
+        pub allow_all_net: bool,
+        pub block_private_ips: bool,
+        pub builtins: Vec<String>,
+        pub virtual_fs: Vec<String>,
+        pub python: Vec<String>,
+        /// `:git`, `:sqlite`, `:typescript` (see `commands/tools.rs`).
+        pub git: Option<crate::commands::tools::GitGrant>,
+        pub sqlite: bool,
+        pub typescript: bool,
+        /// `rootfs:`: a tar (or tar.gz) laid into the filesystem before `:files`.
+        pub rootfs: Option<Bytes>,
+        /// `base:`: the image mounted copy-on-write under the session's layer.
+        pub base: Option<BaseImage>,
+        /// `:commands`: which commands exist (`policy/commands.rs`); `None`: all.
+        pub commands: Option<CommandPolicy>,
+        /// `:soft_delete`: the trash directory, or `None` (deletes are real).
+        pub soft_delete: Option<String>,
+        /// `:credentials` (`policy/credentials.rs`).
+        pub credentials: Vec<crate::policy::credentials::CredentialSpec>,
+        /// Whether an `:egress` callback decides each request (`policy/egress.rs`).
+        pub egress: bool,
+        /// Whether, in a worker, each exec that changed the state leaves a
+        /// recovery point (`session/recovery.rs`).
+        pub durable: bool,
+    }
 }
-from_map!(SessionConfig {
-    env,
-    cwd,
-    username,
-    hostname,
-    files,
-    limits,
-    mounts,
-    allowed_mount_paths,
-    allow_net,
-    allow_all_net,
-    block_private_ips,
-    builtins,
-    virtual_fs,
-    python,
-    git,
-    sqlite,
-    typescript,
-    rootfs,
-    base,
-    commands,
-    soft_delete,
-    credentials,
-    egress,
-    durable,
-});
 
 /// A minimal configuration for unit tests. The product's defaults are
 /// declared once, in Elixir (`ExBashkit.Session.Defaults`), and always

@@ -29,7 +29,7 @@ use sha2::{Digest, Sha256};
 use crate::nif::error::NifResult;
 use crate::run::teardown::DropLater;
 use crate::term::value::{Bytes, FromValue, Value};
-use crate::{from_map, run::runtime};
+use crate::{map_struct, run::runtime};
 
 /// One immutable base filesystem.
 pub struct Image {
@@ -275,20 +275,17 @@ pub struct ImageResource {
 #[rustler::resource_impl]
 impl rustler::Resource for ImageResource {}
 
-/// What `Image.build/1` hands the NIF: an archive and/or files, applied in
-/// that order; with `canonical`, the archive is an image's canonical tar
-/// made by a worker (`canonical_tar_of`) and there are no files.
-#[derive(Debug, Default)]
-pub struct BuildSpec {
-    pub rootfs: Option<Bytes>,
-    pub files: Vec<(String, Bytes)>,
-    pub canonical: bool,
+map_struct! {
+    /// What `Image.build/1` hands the NIF: an archive and/or files, applied in
+    /// that order; with `canonical`, the archive is an image's canonical tar
+    /// made by a worker (`canonical_tar_of`) and there are no files.
+    #[derive(Debug, Default)]
+    pub struct BuildSpec {
+        pub rootfs: Option<Bytes>,
+        pub files: Vec<(String, Bytes)>,
+        pub canonical: bool,
+    }
 }
-from_map!(BuildSpec {
-    rootfs,
-    files,
-    canonical
-});
 
 fn entries_of(spec: BuildSpec) -> Result<Vec<VfsEntry>, String> {
     let limits = limits();

@@ -28,7 +28,7 @@ use crate::nif::error::NifResult;
 use crate::run::reply::{Caller, Payload, ReplyTo};
 use crate::session::{Handle, Session};
 use crate::term::value::Value;
-use crate::{from_map, run::guard, run::runtime};
+use crate::{map_struct, run::guard, run::runtime};
 
 /// The longest line grep returns; longer lines are cut (at a character
 /// boundary) so one minified file cannot flood the answer.
@@ -38,49 +38,35 @@ const BINARY_PROBE_BYTES: usize = 8192;
 /// Directory depth a walk never goes past.
 const MAX_DEPTH: usize = 256;
 
-/// `glob` arguments, validated by Elixir. `pattern` is absolute and
-/// normalized; `base` is the directory results are made relative to
-/// (`nil`: results stay absolute).
-#[derive(Debug)]
-pub struct GlobRequest {
-    pub pattern: String,
-    pub base: Option<String>,
-    pub limit: Option<u64>,
-    pub max_entries: u64,
-    pub timeout_ms: u64,
+map_struct! {
+    /// `glob` arguments, validated by Elixir. `pattern` is absolute and
+    /// normalized; `base` is the directory results are made relative to
+    /// (`nil`: results stay absolute).
+    #[derive(Debug)]
+    pub struct GlobRequest {
+        pub pattern: String,
+        pub base: Option<String>,
+        pub limit: Option<u64>,
+        pub max_entries: u64,
+        pub timeout_ms: u64,
+    }
 }
-from_map!(GlobRequest {
-    pattern,
-    base,
-    limit,
-    max_entries,
-    timeout_ms
-});
 
-/// `grep` arguments, validated by Elixir. `root` is absolute.
-#[derive(Debug)]
-pub struct GrepRequest {
-    pub pattern: String,
-    pub root: String,
-    pub glob: Option<String>,
-    pub case_sensitive: bool,
-    pub limit: Option<u64>,
-    pub max_entries: u64,
-    pub max_bytes: u64,
-    pub max_file_bytes: u64,
-    pub timeout_ms: u64,
+map_struct! {
+    /// `grep` arguments, validated by Elixir. `root` is absolute.
+    #[derive(Debug)]
+    pub struct GrepRequest {
+        pub pattern: String,
+        pub root: String,
+        pub glob: Option<String>,
+        pub case_sensitive: bool,
+        pub limit: Option<u64>,
+        pub max_entries: u64,
+        pub max_bytes: u64,
+        pub max_file_bytes: u64,
+        pub timeout_ms: u64,
+    }
 }
-from_map!(GrepRequest {
-    pattern,
-    root,
-    glob,
-    case_sensitive,
-    limit,
-    max_entries,
-    max_bytes,
-    max_file_bytes,
-    timeout_ms
-});
 
 /// Why a search has no answer.
 enum Failure {

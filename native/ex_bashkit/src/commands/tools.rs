@@ -47,7 +47,7 @@ use crate::policy::bombs::Language;
 use crate::run::interrupt::Interrupt;
 
 use crate::config::SessionConfig;
-use crate::from_map;
+use crate::map_struct;
 use crate::policy::commands::{CommandPolicy, Permits};
 use crate::term::value::Value;
 
@@ -60,18 +60,15 @@ pub const SQLITE_COMMANDS: [&str; 2] = ["sqlite", "sqlite3"];
 /// bashkit's own budget for one `sqlite` invocation.
 const SQLITE_MAX_DURATION: Duration = Duration::from_secs(30);
 
-/// A `:git` grant, as `ExBashkit.Session.Options` validated it.
-#[derive(Debug, Clone)]
-pub struct GitGrant {
-    pub author_name: String,
-    pub author_email: String,
-    pub remotes: Vec<String>,
+map_struct! {
+    /// A `:git` grant, as `ExBashkit.Session.Options` validated it.
+    #[derive(Debug, Clone)]
+    pub struct GitGrant {
+        pub author_name: String,
+        pub author_email: String,
+        pub remotes: Vec<String>,
+    }
 }
-from_map!(GitGrant {
-    author_name,
-    author_email,
-    remotes
-});
 
 /// bashkit's own commands `config` was not granted, for the command
 /// table's filter (bashkit keeps one, shared with the command policy).

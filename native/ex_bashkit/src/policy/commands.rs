@@ -41,16 +41,17 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::from_map;
+use crate::map_struct;
 
-/// The policy as `ExBashkit.Session.Options` encodes it: `allow` is `nil`
-/// or the only commands kept; `deny` the commands removed.
-#[derive(Debug, Clone, Default)]
-pub struct CommandPolicy {
-    pub allow: Option<Vec<String>>,
-    pub deny: Vec<String>,
+map_struct! {
+    /// The policy as `ExBashkit.Session.Options` encodes it: `allow` is `nil`
+    /// or the only commands kept; `deny` the commands removed.
+    #[derive(Debug, Clone, Default)]
+    pub struct CommandPolicy {
+        pub allow: Option<Vec<String>>,
+        pub deny: Vec<String>,
+    }
 }
-from_map!(CommandPolicy { allow, deny });
 
 /// GNU bash 5.2's builtins (`enable -a`) plus the shells themselves:
 /// always present, whatever the policy.

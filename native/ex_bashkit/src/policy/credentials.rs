@@ -24,23 +24,19 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
 use crate::config::SessionConfig;
-use crate::from_map;
+use crate::map_struct;
 
-/// One `{prefix, spec}` entry as Elixir validated it: either a bearer
-/// token or headers, and optionally the variable holding its placeholder.
-#[derive(Clone)]
-pub struct CredentialSpec {
-    pub prefix: String,
-    pub bearer: Option<String>,
-    pub headers: Vec<(String, String)>,
-    pub placeholder: Option<String>,
+map_struct! {
+    /// One `{prefix, spec}` entry as Elixir validated it: either a bearer
+    /// token or headers, and optionally the variable holding its placeholder.
+    #[derive(Clone)]
+    pub struct CredentialSpec {
+        pub prefix: String,
+        pub bearer: Option<String>,
+        pub headers: Vec<(String, String)>,
+        pub placeholder: Option<String>,
+    }
 }
-from_map!(CredentialSpec {
-    prefix,
-    bearer,
-    headers,
-    placeholder
-});
 
 /// Never the secret: configurations are `Debug`.
 impl std::fmt::Debug for CredentialSpec {

@@ -16,7 +16,7 @@ use crate::run::reply::{Payload, ReplyTo, SharedCaller};
 use crate::run::shape::ScriptShape;
 use crate::run::watchdog::{self, ExecTicket};
 use crate::term::value::{Bytes, Value};
-use crate::{from_map, run::guard, run::runtime};
+use crate::{map_struct, run::guard, run::runtime};
 
 use super::cost::{InlinePoller, Metering};
 use super::Session;
@@ -50,22 +50,18 @@ impl Session {
     }
 }
 
-/// Per-call options of `exec/3`, validated by Elixir.
-#[derive(Debug, Default)]
-pub struct ExecCallOptions {
-    pub stdin: Option<Bytes>,
-    /// Send output chunks to the caller while the script runs.
-    pub stream: bool,
-    /// A wall-clock limit for this call, on top of the session's.
-    pub timeout_ms: Option<u64>,
-    pub track_changes: bool,
+map_struct! {
+    /// Per-call options of `exec/3`, validated by Elixir.
+    #[derive(Debug, Default)]
+    pub struct ExecCallOptions {
+        pub stdin: Option<Bytes>,
+        /// Send output chunks to the caller while the script runs.
+        pub stream: bool,
+        /// A wall-clock limit for this call, on top of the session's.
+        pub timeout_ms: Option<u64>,
+        pub track_changes: bool,
+    }
 }
-from_map!(ExecCallOptions {
-    stdin,
-    stream,
-    timeout_ms,
-    track_changes
-});
 
 /// Marks the session busy with `ticket` while it runs.
 struct Running<'a> {

@@ -28,7 +28,7 @@ use parking_lot::Mutex;
 use rustler::env::{OwnedEnv, SavedTerm};
 use rustler::{Binary, LocalPid, Term};
 
-use crate::from_map;
+use crate::map_struct;
 use crate::nif::error::NifResult;
 use crate::run::reply::{Caller, ReplyTo};
 use crate::run::{guard, runtime};
@@ -169,20 +169,17 @@ pub fn roots() -> Vec<CommitId> {
     out
 }
 
-/// Options of `commit/2`, validated by Elixir.
-#[derive(Debug, Default)]
-pub struct CommitRequest {
-    pub meta: Vec<(String, String)>,
-    pub limit: u64,
-    /// Answer with the head, and commit nothing, when the state (files,
-    /// shell state, capabilities) is the head's.
-    pub if_changed: bool,
+map_struct! {
+    /// Options of `commit/2`, validated by Elixir.
+    #[derive(Debug, Default)]
+    pub struct CommitRequest {
+        pub meta: Vec<(String, String)>,
+        pub limit: u64,
+        /// Answer with the head, and commit nothing, when the state (files,
+        /// shell state, capabilities) is the head's.
+        pub if_changed: bool,
+    }
 }
-from_map!(CommitRequest {
-    meta,
-    limit,
-    if_changed
-});
 
 pub(super) fn hex(id: &ObjectId) -> Value {
     Value::from(id.to_hex())

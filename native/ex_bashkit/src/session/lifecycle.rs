@@ -19,19 +19,20 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::from_map;
+use crate::map_struct;
 use crate::result::reason::{Failure, Reason};
 use crate::run::watchdog::{self, ExecTicket};
 use crate::session::line::{Place, Turn};
 use crate::session::Session;
 
-/// Per-call options of the lifecycle calls, validated by Elixir.
-#[derive(Debug, Default)]
-pub struct OpCallOptions {
-    /// How long the call may wait for its turn, from submission.
-    pub timeout_ms: Option<u64>,
+map_struct! {
+    /// Per-call options of the lifecycle calls, validated by Elixir.
+    #[derive(Debug, Default)]
+    pub struct OpCallOptions {
+        /// How long the call may wait for its turn, from submission.
+        pub timeout_ms: Option<u64>,
+    }
 }
-from_map!(OpCallOptions { timeout_ms });
 
 /// One lifecycle call in flight: registered with its session until dropped.
 pub struct Op {

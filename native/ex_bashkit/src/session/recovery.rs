@@ -269,27 +269,21 @@ pub fn point_call(op: Op, reply: ReplyTo) {
     });
 }
 
-/// What a rebuilt session is recovered to: its point and its history.
-#[derive(Debug, Default)]
-pub struct RecoverRequest {
-    pub fs: Option<String>,
-    /// The file entries sent since `fs`, oldest first.
-    pub files: Vec<Value>,
-    pub shell: Option<Bytes>,
-    pub head: Option<String>,
-    pub kept: Vec<String>,
-    /// The host mounts it had, when runtime mounts changed them (nil:
-    /// its configuration's).
-    pub mounts: Option<Vec<MountSpec>>,
+crate::map_struct! {
+    /// What a rebuilt session is recovered to: its point and its history.
+    #[derive(Debug, Default)]
+    pub struct RecoverRequest {
+        pub fs: Option<String>,
+        /// The file entries sent since `fs`, oldest first.
+        pub files: Vec<Value>,
+        pub shell: Option<Bytes>,
+        pub head: Option<String>,
+        pub kept: Vec<String>,
+        /// The host mounts it had, when runtime mounts changed them (nil:
+        /// its configuration's).
+        pub mounts: Option<Vec<MountSpec>>,
+    }
 }
-crate::from_map!(RecoverRequest {
-    fs,
-    files,
-    shell,
-    head,
-    kept,
-    mounts
-});
 
 /// Put the point back into a session just rebuilt from its configuration
 /// (`{:recover, id, sid, request, objects}`): the commit, the files sent

@@ -44,20 +44,17 @@ use crate::run::reply::{Caller, Payload, ReplyTo};
 use crate::session::lifecycle::Op;
 use crate::session::{self, Handle};
 use crate::term::value::{Bytes, Value};
-use crate::{from_map, run::guard, run::runtime};
+use crate::{map_struct, run::guard, run::runtime};
 
-/// Options of `snapshot/2`, validated by Elixir.
-#[derive(Debug, Default)]
-pub struct SnapshotRequest {
-    pub key: Option<Bytes>,
-    pub exclude_filesystem: bool,
-    pub exclude_functions: bool,
+map_struct! {
+    /// Options of `snapshot/2`, validated by Elixir.
+    #[derive(Debug, Default)]
+    pub struct SnapshotRequest {
+        pub key: Option<Bytes>,
+        pub exclude_filesystem: bool,
+        pub exclude_functions: bool,
+    }
 }
-from_map!(SnapshotRequest {
-    key,
-    exclude_filesystem,
-    exclude_functions
-});
 
 /// What a snapshot or restore ended with, ready to encode.
 enum Outcome {

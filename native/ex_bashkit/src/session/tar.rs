@@ -16,15 +16,16 @@ use crate::nif::error::NifResult;
 use crate::run::reply::{Caller, ReplyTo};
 use crate::session::{Handle, Session};
 use crate::term::value::Value;
-use crate::{from_map, run::guard, run::runtime};
+use crate::{map_struct, run::guard, run::runtime};
 
-/// Options of `export_tar/3`, validated by Elixir (`path` normalized).
-#[derive(Debug, Default)]
-pub struct ExportRequest {
-    pub path: String,
-    pub gzip: bool,
+map_struct! {
+    /// Options of `export_tar/3`, validated by Elixir (`path` normalized).
+    #[derive(Debug, Default)]
+    pub struct ExportRequest {
+        pub path: String,
+        pub gzip: bool,
+    }
 }
-from_map!(ExportRequest { path, gzip });
 
 /// Mount points of `session`, whose subtrees the archive leaves out.
 fn mount_points(session: &Session) -> Vec<String> {

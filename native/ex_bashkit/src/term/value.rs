@@ -448,6 +448,26 @@ impl FromValue for Bytes {
     }
 }
 
+/// A struct decoded from a map term with atom keys, one key per field of
+/// the same name: the struct is declared once, and its decoder
+/// (`from_map!`) is written from the same field list, so a new option is
+/// one field here beside its Elixir schema entry.
+#[macro_export]
+macro_rules! map_struct {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $ty:ident {
+            $( $(#[$field_meta:meta])* $field_vis:vis $field:ident : $field_ty:ty ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        $vis struct $ty {
+            $( $(#[$field_meta])* $field_vis $field: $field_ty, )*
+        }
+        $crate::from_map!($ty { $($field),* });
+    };
+}
+
 /// `FromValue` for a struct decoded from a map with atom keys, one key per
 /// field of the same name: the declaration is the field list. Also
 /// `from_term`, which reads those fields straight from a map term of the

@@ -178,7 +178,9 @@ defmodule Bench.Isolation do
   # RSS of a worker with no session, then per idle session (`count` of them).
   defp worker_memory(count) do
     {:ok, pid} = ExBashkit.Worker.start_link(name: :bench_memory_worker)
-    probe = fn -> ExBashkit.Worker.call(pid, {:live_sessions}) end
+    # A question that starts the OS process (`live_sessions` is answered
+    # without one).
+    probe = fn -> ExBashkit.Worker.call(pid, {:confinement}) end
     probe.()
     os_pid = ExBashkit.Worker.os_pid(pid)
     idle = rss_kb(os_pid)

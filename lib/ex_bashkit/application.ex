@@ -2,6 +2,8 @@ defmodule ExBashkit.Application do
   @moduledoc """
   The OTP application of ExBashkit: the processes the library itself needs.
 
+    * `ExBashkit.Image.Mapped` keeps the files worker OS processes map
+      base images from (one per image, shared by all of them).
     * `ExBashkit.WorkerPool` supervises the worker OS processes that run
       sessions with `isolation: :process` (the default).
     * `ExBashkit.Server.Checkpoints` owns the table where checkpointing
@@ -23,9 +25,12 @@ defmodule ExBashkit.Application do
     Supervisor.start_link(children(), strategy: :one_for_one, name: ExBashkit.Supervisor)
   end
 
-  # The checkpoint store before the servers: they may read it in `init`.
+  # The image files before the workers, which map them (and after them,
+  # in stopping order); the checkpoint store before the servers: they may
+  # read it in `init`.
   defp children do
     [
+      ExBashkit.Image.Mapped,
       ExBashkit.WorkerPool,
       ExBashkit.Server.Checkpoints,
       ExBashkit.Store,

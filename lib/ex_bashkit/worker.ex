@@ -821,19 +821,20 @@ defmodule ExBashkit.Worker do
 
   # -- base images ----------------------------------------------------------
 
-  # A worker OS process is sent each base image once (its canonical tar,
-  # built here on a dirty scheduler), before the first `new` that names it;
-  # it keeps the image while any of its sessions does. Frames are handled in
-  # order, so the `new` that follows finds it.
+  # A worker OS process is told each base image's file once
+  # (`ExBashkit.Image.Mapped`, written on first use), before the first `new`
+  # that names it, and maps it; it keeps the image while any of its
+  # sessions does. Frames are handled in order, so the `new` that follows
+  # finds it.
   defp ship_image(state, %ExBashkit.Image{id: id} = image) do
     state = %{state | images: Map.put(state.images, id, image)}
 
     if MapSet.member?(state.shipped, id) or state.port == nil do
       state
     else
-      case image_tar(image) do
-        {:ok, tar} ->
-          state = send_frame(state, {:load_image, id, tar})
+      case image_file(image) do
+        {:ok, path} ->
+          state = send_frame(state, {:map_image, id, path})
           %{state | shipped: MapSet.put(state.shipped, id)}
 
         # Not an image of this node (a struct decoded from elsewhere): the
@@ -844,8 +845,8 @@ defmodule ExBashkit.Worker do
     end
   end
 
-  defp image_tar(image) do
-    {:ok, ExBashkit.Image.canonical_tar(image)}
+  defp image_file(image) do
+    {:ok, ExBashkit.Image.Mapped.ensure!(image)}
   rescue
     _ -> :error
   end

@@ -114,12 +114,13 @@ defmodule ExBashkit.WorkerPool do
   # The worker a new session of `group` (nil: none) with native
   # configuration `config` lives on: a process of the group's own, or of
   # the session's own without a group (the spare, when it has no
-  # `max_memory_bytes` limit and no host mount: `Spares`). A process started
-  # here is granted the session's host mounts (`ExBashkit.Worker.Grants`).
+  # `max_memory_bytes` limit, no host mount and no base image: `Spares`). A
+  # process started here is granted the session's host mounts and image
+  # file (`ExBashkit.Worker.Grants`).
   @spec place(map(), term()) :: {:ok, GenServer.name()} | {:error, String.t()}
   def place(config, group) do
     memory = get_in(config, [:limits, :max_memory_bytes])
-    grants = Grants.of_mounts(Map.get(config, :mounts, []))
+    grants = Grants.of_config(config)
 
     case group do
       nil -> own_worker({family(config), {:own, make_ref()}, memory}, grants)

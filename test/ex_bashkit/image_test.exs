@@ -27,6 +27,24 @@ defmodule ExBashkit.ImageTest do
     %{image: image}
   end
 
+  @tag :process_only
+  test "session processes over one image map one file of it; one not over it does not",
+       %{image: image} do
+    a = Session.new(base: image)
+    b = Session.new(base: image)
+    plain = Session.new()
+    assert sh!(a, "cat /app/data/seed.txt") == "seed"
+    assert sh!(b, "cat /app/data/seed.txt") == "seed"
+
+    [pid_a, pid_b, pid_plain] = for s <- [a, b, plain], do: Session.info(s).os_pid
+    assert pid_a != pid_b
+    file = ExBashkit.Image.Mapped.path(image.id)
+    assert File.regular?(file)
+    assert File.read!("/proc/#{pid_a}/maps") =~ file
+    assert File.read!("/proc/#{pid_b}/maps") =~ file
+    refute File.read!("/proc/#{pid_plain}/maps") =~ file
+  end
+
   test "an image is identified by its content", %{image: image} do
     assert image.id =~ ~r/^[0-9a-f]{64}$/
     assert image.files == 4

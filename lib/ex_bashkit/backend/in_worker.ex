@@ -26,7 +26,10 @@ defmodule ExBashkit.Backend.InWorker do
   end
 
   defp build(config, image, place, tries) do
-    with {:ok, name} <- place.(config),
+    # The image's file exists before the process that maps it starts, or
+    # its grant would have nothing to name.
+    with :ok <- image_file(image),
+         {:ok, name} <- place.(config),
          {:ok, worker} <- whereis(name) do
       sid = System.unique_integer([:positive])
       meta = if image, do: %{image: image}, else: %{}
@@ -47,6 +50,15 @@ defmodule ExBashkit.Backend.InWorker do
           error
       end
     end
+  end
+
+  defp image_file(nil), do: :ok
+
+  defp image_file(image) do
+    ExBashkit.Image.Mapped.ensure!(image)
+    :ok
+  rescue
+    error -> {:error, "cannot write the image's file: " <> Exception.message(error)}
   end
 
   @impl true

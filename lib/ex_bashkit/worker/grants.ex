@@ -1,7 +1,8 @@
 defmodule ExBashkit.Worker.Grants do
   @moduledoc false
-  # The host directories a worker OS process may open: one grant per host
-  # mount of its sessions, `{host_path, writable}`, given to the process on
+  # The host files a worker OS process may open: one grant per host mount
+  # of its sessions, `{host_path, writable}`, and the file of each base
+  # image they are over (read only), given to the process on
   # its command line (`--grant-read`, `--grant-write`) and enforced there by
   # Landlock (`native/ex_bashkit/src/worker/confine/landlock.rs`) before its
   # first frame. A running process can only be narrowed, never widened: a
@@ -19,10 +20,24 @@ defmodule ExBashkit.Worker.Grants do
   def of_mounts(mounts), do: for(%{host_path: path, writable: w} <- mounts, do: {path, w})
 
   @doc false
-  # The grants a request to a worker needs: a new session's mounts, or a
-  # runtime mount's.
+  # The grants a new session with native configuration `config` needs: its
+  # host mounts, and the file of its base image (`ExBashkit.Image.Mapped`).
+  @spec of_config(map()) :: [grant()]
+  def of_config(config) do
+    image =
+      case Map.get(config, :base) do
+        id when is_binary(id) -> [{ExBashkit.Image.Mapped.path(id), false}]
+        _ -> []
+      end
+
+    image ++ of_mounts(Map.get(config, :mounts, []))
+  end
+
+  @doc false
+  # The grants a request to a worker needs: a new session's, or a runtime
+  # mount's.
   @spec needed(tuple()) :: [grant()]
-  def needed({:new, _sid, %{mounts: mounts}}), do: of_mounts(mounts)
+  def needed({:new, _sid, config}), do: of_config(config)
   def needed({:mount, _sid, spec}), do: of_mounts([spec])
   def needed(_request), do: []
 

@@ -9,7 +9,9 @@
 //! Lifetime. In the node, the `ImageResource` held by the `%ExBashkit.Image{}`
 //! owns the image; a session holds it too (through its layer), so an image
 //! lives while its handle or any session over it does. In a worker, the
-//! VM ships the canonical tar once (`{:load_image, id, tar}`) and the image
+//! VM names the file it wrote the canonical tar to, once for all workers
+//! (`{:map_image, id, path}`); the worker maps it read-only, so the pages
+//! of an image are shared by every session process over it, and the image
 //! stays pinned until the VM says `{:drop_image, id}` (no session of that
 //! worker uses it any more). Both places share one registry of live images
 //! by id, so a second build or shipment of the same content reuses the first.
@@ -17,6 +19,7 @@
 pub(crate) mod archive;
 pub(crate) mod layer;
 pub(crate) mod snapshot;
+pub(crate) mod storage;
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Weak};
@@ -26,6 +29,7 @@ use parking_lot::Mutex;
 use rustler::ResourceArc;
 use sha2::{Digest, Sha256};
 
+use crate::image::storage::{Mapping, Storage};
 use crate::nif::error::NifResult;
 use crate::run::teardown::DropLater;
 use crate::term::value::{Bytes, FromValue, Value};
@@ -38,9 +42,9 @@ pub struct Image {
     /// (bashkit's lazy files: a read materializes that one file, once, for
     /// every session over the image).
     pub fs: Arc<InMemoryFs>,
-    /// The canonical tar: the image's identity, what a worker is sent, and
-    /// the storage of every file's content, in one allocation.
-    pub tar: Arc<Vec<u8>>,
+    /// The canonical tar: the image's identity, what a worker maps, and
+    /// the storage of every file's content, in one place.
+    pub tar: Arc<Storage>,
     /// Content bytes and non-directory entries (what the image costs, and
     /// counts against each session's limits).
     pub bytes: u64,
@@ -101,12 +105,12 @@ async fn build_from_canonical(tar: Vec<u8>) -> Result<Arc<Image>, String> {
     if let Some(existing) = lookup(&id) {
         return Ok(existing);
     }
-    from_canonical(tar, &id).await
+    from_canonical(Storage::Owned(tar), &id).await
 }
 
 /// The image `id` whose canonical tar is `tar`. File contents are not
 /// copied out of it: each file is a lazy file reading its range.
-async fn from_canonical(tar: Vec<u8>, id: &str) -> Result<Arc<Image>, String> {
+async fn from_canonical(tar: Storage, id: &str) -> Result<Arc<Image>, String> {
     let (entries, ranges) = crate::image::archive::parse_in_place(&tar, &limits())?;
     let tar = Arc::new(tar);
     let (fs, bytes, files) = fill(entries, Some((&tar, &ranges))).await?;
@@ -133,7 +137,7 @@ async fn from_canonical(tar: Vec<u8>, id: &str) -> Result<Arc<Image>, String> {
 /// content about once, not twice.
 async fn fill(
     entries: Vec<VfsEntry>,
-    in_tar: Option<(&Arc<Vec<u8>>, &crate::image::archive::ContentRanges)>,
+    in_tar: Option<(&Arc<Storage>, &crate::image::archive::ContentRanges)>,
 ) -> Result<(InMemoryFs, u64, u64), String> {
     let fs = InMemoryFs::with_limits(limits());
     // Only the root: an image has none of a fresh filesystem's defaults.
@@ -210,19 +214,19 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A worker's `{:load_image, id, tar}`: build and pin it. Refuses bytes
-/// whose hash is not `id` (the VM sends the canonical tar, whose hash is
-/// the id). The tar becomes the image's storage: nothing is copied.
-pub fn load_pinned(id: &str, tar: Vec<u8>) -> Result<(), String> {
+/// A worker's `{:map_image, id, path}`: map the canonical tar the VM wrote
+/// to `path` and pin the image. The file is the VM's own, named by the id
+/// in a directory only its user reaches, written whole before it is named
+/// (`ExBashkit.Image.Mapped`); hashing it again would cost each session
+/// process ~3 ms per MB at its start.
+pub fn map_pinned(id: &str, path: &str) -> Result<(), String> {
     if PINNED.lock().contains_key(id) {
         return Ok(());
     }
     let image = match lookup(id) {
         Some(image) => image,
         None => {
-            if hex(Sha256::digest(&tar).as_slice()) != id {
-                return Err(format!("image {id} arrived with other content"));
-            }
+            let tar = Storage::Mapped(Mapping::open(path)?);
             let image = runtime::block_on(from_canonical(tar, id));
             // The load's transient allocations (the index): give them back.
             crate::nif::allocator::give_back();

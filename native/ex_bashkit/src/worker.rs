@@ -29,7 +29,7 @@
 //! {:recovery_point, id, sid, call}
 //! {:recover, id, sid, %{fs, shell, head, kept}, objects}
 //! {:export_tar, id, sid, request}
-//! {:load_image, image_id, tar}    {:drop_image, image_id}
+//! {:map_image, image_id, path}   {:drop_image, image_id}
 //! {:live_sessions, id}            {:running_scripts, id}
 //! {:callback_reply, call_id, answer}
 //! {:output_so_far, id, sid | nil, exec_id}
@@ -44,7 +44,7 @@
 //! it still waits for its turn); `nil` if it has ended. `ExBashkit.Worker`
 //! asks when an exec has not answered by its deadline.
 //!
-//! `load_image` and `drop_image` have no answer: a `load_image` is handled
+//! `map_image` and `drop_image` have no answer: a `map_image` is handled
 //! on the reading thread before the frames after it, so a `new` that names
 //! the image finds it (or fails saying it is not loaded).
 //!
@@ -358,21 +358,14 @@ fn handle(request: Value, sessions: &Sessions, frames: &Arc<FrameWriter>) {
             }
             return;
         }
-        "load_image" => {
-            // Taken, not copied: the archive can be tens of MB, and
-            // `load_pinned` frees it as soon as it is parsed.
-            let image_id = arg::<String>(items, 1);
-            let tar = match request {
-                Value::Tuple(mut items) if items.len() == 3 => items.pop(),
-                _ => None,
-            };
-            match (image_id, tar) {
-                (Ok(image_id), Some(Value::Binary(tar))) => {
-                    if let Err(message) = crate::image::load_pinned(&image_id, tar) {
+        "map_image" => {
+            match (arg::<String>(items, 1), arg::<String>(items, 2)) {
+                (Ok(image_id), Ok(path)) => {
+                    if let Err(message) = crate::image::map_pinned(&image_id, &path) {
                         eprintln!("ex_bashkit_worker: image {image_id}: {message}");
                     }
                 }
-                _ => eprintln!("ex_bashkit_worker: malformed load_image"),
+                _ => eprintln!("ex_bashkit_worker: malformed map_image"),
             }
             return;
         }

@@ -9,12 +9,15 @@
 # the image, then N sessions over it, everything kept alive so that the
 # deltas add up). Each session runs one script (reads an image file, writes
 # a small one of its own) so that it is a used session, not only a built
-# one. Writes bench/images.md.
+# one. Then the default: a process per session (at most 200 of them, each
+# some MB), their PSS summed, sessions over the image against empty ones:
+# the processes map one file of the image (`ExBashkit.Image.Mapped`), so
+# its pages count once, split between them. Writes bench/images.md.
 
 Code.require_file("lib/memory.exs", __DIR__)
 
 defmodule Bench.Images do
-  import Bench.Memory, only: [rss_kb: 1, vm_rss_kb: 0, loadavg: 0]
+  import Bench.Memory, only: [rss_kb: 1, pss_kb: 1, vm_rss_kb: 0, loadavg: 0]
   alias ExBashkit.{Image, Session, Worker}
   alias ExBashkit.Session.Options
 
@@ -46,8 +49,11 @@ defmodule Bench.Images do
     in_node = in_node(image, n)
     IO.puts(:stderr, "==> process mode, #{n} sessions")
     process = process_mode(image, n)
+    own_n = min(n, 200)
+    IO.puts(:stderr, "==> a process per session, #{own_n} sessions")
+    own = own_processes(image, own_n)
 
-    report = render(image, build_ms, n, process, in_node, load_before, loadavg())
+    report = render(image, build_ms, n, process, in_node, own, load_before, loadavg())
     File.write!(out, report)
     IO.puts(report)
   end
@@ -76,11 +82,15 @@ defmodule Bench.Images do
   end
 
   defp worker_phase(name, n, config) do
-    {:ok, pid} = Worker.start_link(name: name)
-    0 = Worker.call(pid, {:live_sessions})
+    {native, meta} = config.()
+    if meta[:image], do: ExBashkit.Image.Mapped.ensure!(meta.image)
+    grants = ExBashkit.Worker.Grants.of_config(native)
+    {:ok, pid} = Worker.start_link(name: name, grants: grants)
+    # A question that starts the OS process (`live_sessions` is answered
+    # without one).
+    %{} = Worker.call(pid, {:confinement})
     os_pid = Worker.os_pid(pid)
     idle = rss_kb(os_pid)
-    {native, meta} = config.()
 
     first =
       for sid <- 1..n, reduce: nil do
@@ -126,6 +136,16 @@ defmodule Bench.Images do
     }
   end
 
+  # PSS of `n` sessions each in its own process (the default), empty and
+  # over the image; both sets alive while measured.
+  defp own_processes(image, n) do
+    empty = for _ <- 1..n, do: used(Session.new())
+    based = for _ <- 1..n, do: used(Session.new(base: image))
+    Process.sleep(1_000)
+    pss = fn sessions -> sessions |> Enum.map(&pss_kb(Session.info(&1).os_pid)) |> Enum.sum() end
+    %{empty_kb: pss.(empty), based_kb: pss.(based), n: n}
+  end
+
   defp used(session) do
     {:ok, _} = Session.exec(session, Process.get(:script))
     session
@@ -138,7 +158,7 @@ defmodule Bench.Images do
 
   defp mb(kb), do: :erlang.float_to_binary(kb / 1024, decimals: 1)
 
-  defp render(image, build_ms, n, process, in_node, load_before, load_after) do
+  defp render(image, build_ms, n, process, in_node, own, load_before, load_after) do
     image_mb = image.bytes / 1_000_000
     per_empty_kb = process.empty.delta_kb / n
     goal_kb = image.bytes / 1024 + n * per_empty_kb
@@ -180,6 +200,18 @@ defmodule Bench.Images do
     In the node the image is built once (its cost is in the VM before the
     sessions: it is not in the second row). Goal bound for comparison:
     image + #{n} × empty = #{mb(node_goal_kb)} MB.
+
+    ## A process per session (the default; PSS summed over the processes)
+
+    | #{own.n} sessions | PSS in all |
+    |---|---:|
+    | empty | #{mb(own.empty_kb)} MB |
+    | over the image | #{mb(own.based_kb)} MB |
+    | difference | #{mb(own.based_kb - own.empty_kb)} MB |
+
+    Goal (issue 67): the difference < image + #{own.n} × nothing = #{mb(image.bytes / 1024)} MB
+    plus what each process keeps of the image's index: **#{if own.based_kb - own.empty_kb < 2 * image.bytes / 1024, do: "one copy", else: "more than one copy"}**
+    (#{Float.round((own.based_kb - own.empty_kb) / (image.bytes / 1024), 2)} images' worth; a copy each would be #{own.n}).
     """
   end
 end

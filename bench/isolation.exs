@@ -203,12 +203,12 @@ defmodule Bench.Isolation do
     back_to_back = for _ <- 1..if(quick?, do: 10, else: 40), do: timed_new(0)
     idle = for _ <- 1..10, do: Session.new()
     Process.sleep(500)
-    pss = Enum.map(idle, &Bench.Memory.pss_kb(Session.info(&1).os_pid))
+    pss = Enum.flat_map(idle, &pss_of/1)
 
     alive = if quick?, do: 100, else: 1_000
     {us, sessions} = :timer.tc(fn -> for _ <- 1..alive, do: Session.new() end)
     answering = Enum.count(sessions, &match?({:ok, %{stdout: "hi\n"}}, Session.exec(&1, @echo)))
-    total_pss = sessions |> Enum.map(&Bench.Memory.pss_kb(Session.info(&1).os_pid)) |> Enum.sum()
+    total_pss = sessions |> Enum.flat_map(&pss_of/1) |> Enum.sum()
 
     %{
       new_spaced: spaced,
@@ -219,6 +219,17 @@ defmodule Bench.Isolation do
       alive_ms: us / 1_000,
       alive_pss_kb: total_pss
     }
+  end
+
+  # The PSS of a session's process, or nothing (with a line saying so) if
+  # that process is not there to read.
+  defp pss_of(session) do
+    os_pid = Session.info(session).os_pid
+    [Bench.Memory.pss_kb(os_pid)]
+  rescue
+    error ->
+      IO.puts(:stderr, "no PSS for #{inspect(session.location)}: #{Exception.message(error)}")
+      []
   end
 
   defp timed_new(pause_ms) do

@@ -73,12 +73,13 @@ defmodule ExBashkit.Worker do
 
   ## Grants
 
-  Landlock also keeps the OS process to the host directories its sessions
-  mount: it is started granted each `:mounts` entry of its first session
-  (`:read_only` ones read only) and opens no other host file. A running
+  Landlock also keeps the OS process to the host files its sessions need:
+  it is started granted each `:mounts` entry of its first session
+  (`:read_only` ones read only) and the file of its base image
+  (`ExBashkit.Image.Mapped`), and opens no other host file. A running
   process can only be narrowed, so a session that joins (a `:group`'s) or
-  a `ExBashkit.Session.mount/4` that needs a directory the process was not
-  granted waits, with the calls that come after it, until nothing is in
+  an `ExBashkit.Session.mount/4` that needs a grant the process lacks
+  waits, with the calls that come after it, until nothing is in
   flight there; then every session of the process moves to a new OS
   process started with the wider grants, rebuilt from its recovery point
   as after a crash, but silently: nothing is lost, since nothing was in
@@ -897,7 +898,7 @@ defmodule ExBashkit.Worker do
       max_script_threads: Keyword.get(opts, :max_script_threads, @max_script_threads),
       network: Keyword.get(opts, :network, false),
       require_confinement: Keyword.get(opts, :require_confinement, false),
-      # host directories its sessions' mounts need (`ExBashkit.Worker.Grants`)
+      # host files its sessions need: mounts, image files (`Worker.Grants`)
       grants: MapSet.new(Keyword.get(opts, :grants, [])),
       # layers not to apply (tests of `:require_confinement`)
       without: Keyword.get(opts, :without, [])

@@ -3,7 +3,8 @@
 //! What it holds: no file can be opened, read, written, created or removed
 //! outside the host directories the process was granted (`--grant-read`:
 //! read only, `--grant-write`: read and write), one per host mount of its
-//! sessions; no program can be executed from any file (`EXECUTE` is
+//! sessions and one per base image file they map, and its own tmpfs for
+//! temporary files (`namespaces.rs`); no program can be executed from any file (`EXECUTE` is
 //! handled and granted nowhere); no device node, FIFO or socket file can
 //! be created, no device driven by `ioctl` (ABI 5); and (ABI 6) no signal
 //! sent and no abstract unix socket reached outside the worker's own
@@ -77,7 +78,8 @@ const CA_STORES: &[&str] = &[
     "/etc/pki/ca-trust/extracted",
 ];
 
-/// One host directory a session of this process was granted.
+/// One host path this process was granted: a mount's directory, or the
+/// file of an image its sessions map.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
     pub path: String,

@@ -55,12 +55,19 @@ defmodule ExBashkit.Image.Mapped do
   @impl true
   def terminate(_reason, _state), do: File.rm_rf(dir())
 
-  # Directories of VMs no longer running.
+  # Directories of VMs no longer running (where /proc can say so; the start
+  # goes on whatever this finds).
   defp remove_gone do
-    for name <- File.ls!(System.tmp_dir!()),
-        String.starts_with?(name, @prefix),
-        pid = String.replace_prefix(name, @prefix, ""),
-        pid != System.pid() and not File.exists?("/proc/#{pid}"),
-        do: File.rm_rf(Path.join(System.tmp_dir!(), name))
+    with true <- File.dir?("/proc/self"),
+         tmp when is_binary(tmp) <- System.tmp_dir(),
+         {:ok, names} <- File.ls(tmp) do
+      for name <- names,
+          String.starts_with?(name, @prefix),
+          pid = String.replace_prefix(name, @prefix, ""),
+          pid != System.pid() and not File.exists?("/proc/#{pid}"),
+          do: File.rm_rf(Path.join(tmp, name))
+    end
+
+    :ok
   end
 end

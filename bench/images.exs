@@ -143,7 +143,10 @@ defmodule Bench.Images do
     based = for _ <- 1..n, do: used(Session.new(base: image))
     Process.sleep(1_000)
     pss = fn sessions -> sessions |> Enum.map(&pss_kb(Session.info(&1).os_pid)) |> Enum.sum() end
-    %{empty_kb: pss.(empty), based_kb: pss.(based), n: n}
+    result = %{empty_kb: pss.(empty), based_kb: pss.(based), n: n}
+    # Both sets held until measured: a session collected stops its process.
+    ^n = length(empty) + length(based) - n
+    result
   end
 
   defp used(session) do

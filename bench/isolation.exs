@@ -225,7 +225,10 @@ defmodule Bench.Isolation do
   # that process is not there to read.
   defp pss_of(session) do
     os_pid = Session.info(session).os_pid
-    [Bench.Memory.pss_kb(os_pid)]
+    pss = Bench.Memory.pss_kb(os_pid)
+    # Held until read: a session collected earlier stops its process.
+    %{isolation: :process} = Session.info(session)
+    [pss]
   rescue
     error ->
       IO.puts(:stderr, "no PSS for #{inspect(session.location)}: #{Exception.message(error)}")

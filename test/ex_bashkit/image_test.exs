@@ -43,6 +43,8 @@ defmodule ExBashkit.ImageTest do
     assert File.read!("/proc/#{pid_a}/maps") =~ file
     assert File.read!("/proc/#{pid_b}/maps") =~ file
     refute File.read!("/proc/#{pid_plain}/maps") =~ file
+    # Held until here: a session collected earlier stops its process.
+    for s <- [a, b, plain], do: assert(Session.exec!(s, "true").exit_code == 0)
   end
 
   test "an image is identified by its content", %{image: image} do

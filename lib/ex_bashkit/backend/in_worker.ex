@@ -108,17 +108,15 @@ defmodule ExBashkit.Backend.InWorker do
   end
 
   @impl true
-  def history_kept(resource, {:process, name, sid}) do
-    with {:ok, worker} <- whereis(name),
-         do: keep(resource, Worker.call(worker, {:history_kept, sid}))
-  end
+  def history_kept(resource, {:process, name, sid}),
+    do: call(resource, name, {:history_kept, sid})
 
   # A worker whose owner stopped meanwhile (its last session gone) keeps
   # nothing; one whose OS process died keeps its sessions' recovery points.
   @impl true
   def history_roots do
     workers =
-      for name <- WorkerPool.workers(), pid = GenServer.whereis(name), is_pid(pid) do
+      for {name, pid} <- live_workers() do
         case Worker.call(pid, {:history_roots, nil}) do
           roots when is_list(roots) ->
             roots
@@ -147,17 +145,12 @@ defmodule ExBashkit.Backend.InWorker do
   end
 
   @impl true
-  def describe(resource, {:process, name, sid}) do
-    with {:ok, worker} <- whereis(name),
-         do: keep(resource, Worker.call(worker, {:describe, sid}))
-  end
+  def describe(resource, {:process, name, sid}), do: call(resource, name, {:describe, sid})
 
   @impl true
   def info(resource, {:process, name, sid}) do
-    with {:ok, worker} <- whereis(name),
-         {_, _, _} = info <- keep(resource, Worker.call(worker, {:info, sid})) do
-      info
-    else
+    case call(resource, name, {:info, sid}) do
+      {_, _, _} = info -> info
       _ -> nil
     end
   end
@@ -182,7 +175,7 @@ defmodule ExBashkit.Backend.InWorker do
 
   @impl true
   def count(what) do
-    for name <- WorkerPool.workers(), pid = GenServer.whereis(name), is_pid(pid), reduce: 0 do
+    for {_name, pid} <- live_workers(), reduce: 0 do
       sum ->
         case Worker.call(pid, {what}) do
           n when is_integer(n) -> sum + n
@@ -209,6 +202,17 @@ defmodule ExBashkit.Backend.InWorker do
   @doc false
   @spec keep(reference(), result) :: result when result: term()
   def keep(_resource, result), do: result
+
+  # Ask the session's worker `request` and wait for the answer, the handle
+  # kept until then.
+  defp call(resource, name, request) do
+    with {:ok, worker} <- whereis(name), do: keep(resource, Worker.call(worker, request))
+  end
+
+  # Every worker of the pool whose owner runs now.
+  defp live_workers do
+    for name <- WorkerPool.workers(), pid = GenServer.whereis(name), is_pid(pid), do: {name, pid}
+  end
 
   defp whereis(name) do
     case GenServer.whereis(name) do

@@ -84,8 +84,11 @@ defmodule ExBashkit.Backend do
   @doc "`{id, running?, cwd | nil}`, or nil when the session cannot say."
   @callback info(reference(), location()) :: {integer(), boolean(), String.t() | nil} | nil
 
-  @doc "Where the session runs and how that OS process is confined."
-  @callback placement(location()) :: map()
+  @doc """
+  Where the session runs and how that OS process is confined; the session's
+  handle is held until the answer (its process stops with it).
+  """
+  @callback placement(reference(), location()) :: map()
 
   @doc "Sessions alive, or scripts running or queued, on this transport."
   @callback count(:live_sessions | :running_scripts) :: non_neg_integer()
@@ -197,8 +200,8 @@ defmodule ExBashkit.Backend do
   @doc false
   # Where the session runs and how that OS process is confined
   # (`ExBashkit.Session.info/1`).
-  @spec placement(location()) :: map()
-  def placement(location), do: of(location).placement(location)
+  @spec placement(reference(), location()) :: map()
+  def placement(resource, location), do: of(location).placement(resource, location)
 
   @doc false
   # Sessions alive, in the node and in every worker (leak tests).

@@ -750,7 +750,8 @@ defmodule ExBashkit.Session do
             memory_limit: integer() | nil
           }
         }
-  def info(%__MODULE__{location: location}), do: Backend.placement(location)
+  def info(%__MODULE__{resource: resource, location: location}),
+    do: Backend.placement(resource, location)
 
   @typedoc """
   An option of the lifecycle calls `state/2`, `reset/2`, `snapshot/2` and

@@ -118,7 +118,7 @@ defmodule ExBashkit.Backend.InNode do
   def info(resource, :in_node), do: nif(Native.session_info(resource))
 
   @impl true
-  def placement(:in_node) do
+  def placement(_resource, :in_node) do
     %{isolation: :in_node, os_pid: nil, group: nil, confinement: unconfined()}
   end
 

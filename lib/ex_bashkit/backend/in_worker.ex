@@ -156,7 +156,7 @@ defmodule ExBashkit.Backend.InWorker do
   end
 
   @impl true
-  def placement({:process, name, _sid} = location) do
+  def placement(resource, {:process, name, _sid} = location) do
     confinement =
       with {:ok, worker} <- whereis(name),
            %{} = report <- Worker.call(worker, {:confinement}) do
@@ -165,12 +165,12 @@ defmodule ExBashkit.Backend.InWorker do
         _ -> InNode.unconfined()
       end
 
-    %{
+    keep(resource, %{
       isolation: :process,
       os_pid: GenServer.whereis(name) && Worker.os_pid(name),
       group: WorkerPool.group(location),
       confinement: confinement
-    }
+    })
   end
 
   @impl true

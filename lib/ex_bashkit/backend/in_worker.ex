@@ -158,11 +158,12 @@ defmodule ExBashkit.Backend.InWorker do
   @impl true
   def placement(resource, {:process, name, _sid} = location) do
     confinement =
-      with {:ok, worker} <- whereis(name),
-           %{} = report <- Worker.call(worker, {:confinement}) do
-        Map.take(report, [:seccomp, :landlock, :namespaces, :no_new_privs, :memory_limit])
-      else
-        _ -> InNode.unconfined()
+      case call(resource, name, {:confinement}) do
+        %{} = report ->
+          Map.take(report, [:seccomp, :landlock, :namespaces, :no_new_privs, :memory_limit])
+
+        _ ->
+          InNode.unconfined()
       end
 
     keep(resource, %{

@@ -4,6 +4,8 @@ defmodule ExBashkit.Application do
 
     * `ExBashkit.Image.Mapped` keeps the files worker OS processes map
       base images from (one per image, shared by all of them).
+    * `ExBashkit.Worker.Zygote` owns the OS process that forks each worker
+      OS process (sharing its pages), before any is needed.
     * `ExBashkit.WorkerPool` supervises the worker OS processes that run
       sessions with `isolation: :process` (the default).
     * `ExBashkit.Server.Checkpoints` owns the table where checkpointing
@@ -31,6 +33,7 @@ defmodule ExBashkit.Application do
   defp children do
     [
       ExBashkit.Image.Mapped,
+      ExBashkit.Worker.Zygote,
       ExBashkit.WorkerPool,
       ExBashkit.Server.Checkpoints,
       ExBashkit.Store,

@@ -100,7 +100,7 @@ defmodule ExBashkit.Worker do
   require Logger
 
   alias ExBashkit.{Deadline, Native}
-  alias ExBashkit.Worker.{Grants, Recovery}
+  alias ExBashkit.Worker.{Grants, Recovery, Zygote}
 
   # How long the worker's reading thread may take to send an exec's output
   # so far, once asked (it reads every frame, and runs at most a quick
@@ -310,6 +310,19 @@ defmodule ExBashkit.Worker do
     {:noreply, crashed(state, "exit status #{status}")}
   end
 
+  # A process the zygote forked: its pipes closed as it ended.
+  def handle_info({port, :eof}, %{port: port} = state) do
+    close_port(port)
+
+    why =
+      case Zygote.exit_status(state.os_pid) do
+        nil -> "its pipes closed"
+        status -> "exit status #{status}"
+      end
+
+    {:noreply, crashed(state, why)}
+  end
+
   def handle_info({:EXIT, port, reason}, %{port: port} = state) do
     {:noreply, crashed(state, inspect(reason))}
   end
@@ -406,6 +419,7 @@ defmodule ExBashkit.Worker do
   def handle_info({:EXIT, _other, _reason}, state), do: {:noreply, state}
   def handle_info({_old_port, {:exit_status, _}}, state), do: {:noreply, state}
   def handle_info({_old_port, {:data, _}}, state), do: {:noreply, state}
+  def handle_info({_old_port, :eof}, state), do: {:noreply, state}
 
   @impl true
   def terminate(_reason, %{port: port}) do
@@ -877,8 +891,7 @@ defmodule ExBashkit.Worker do
   # -- the OS process -------------------------------------------------------
 
   defp ensure_port(%{port: nil} = state) do
-    port = open_port(worker_args(state))
-    {:os_pid, os_pid} = Port.info(port, :os_pid)
+    {port, os_pid, _how} = Zygote.start(worker_args(state))
     {:ok, %{state | port: port, os_pid: os_pid}}
   rescue
     error ->

@@ -80,7 +80,8 @@ defmodule ExBashkit.Worker.SelfTest do
           ["--read-mount", first_mount(mounts, read_only), "--write-mount", read_only] ++
           ["--loopback-port", "#{port_number}", "--ptrace-pid", System.pid()]
 
-      collect(Worker.open_port(args), %{})
+      {port, _os_pid, _how} = ExBashkit.Worker.Zygote.start(args)
+      collect(port, %{})
     after
       :gen_tcp.close(listener)
       if temporary, do: File.rm_rf(temporary)
@@ -125,6 +126,11 @@ defmodule ExBashkit.Worker.SelfTest do
         collect(port, Enum.into(pairs, results, fn {name, result} -> {name, result} end))
 
       {^port, {:exit_status, _status}} ->
+        report(results)
+
+      # Forked by the zygote: its pipes closed as it ended.
+      {^port, :eof} ->
+        Port.close(port)
         report(results)
     after
       @wait_ms ->

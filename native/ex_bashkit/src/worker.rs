@@ -72,6 +72,7 @@
 pub(crate) mod confine;
 pub(crate) mod frame_input;
 pub(crate) mod remote;
+pub(crate) mod zygote;
 
 use std::io::{self, Read};
 use std::sync::Arc;
@@ -137,6 +138,10 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Settings, String> {
             }
             "--require-confinement" => {
                 settings.confine.require = true;
+                continue;
+            }
+            zygote::FORKED => {
+                settings.confine.forked = true;
                 continue;
             }
             "--self-test" => {
@@ -233,8 +238,17 @@ fn refuse_to_start(message: &str) -> i32 {
 
 /// The worker's entry point; returns the process exit code.
 pub fn main() -> i32 {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match zygote::requested(&args) {
+        Some(vm_pid) => zygote::serve(vm_pid, start),
+        None => start(args),
+    }
+}
+
+/// A worker with `args`, started by the VM or forked by the zygote.
+fn start(args: Vec<String>) -> i32 {
     runtime::set_worker_process();
-    let mut settings = match parse_args(std::env::args().skip(1)) {
+    let mut settings = match parse_args(args.into_iter()) {
         Ok(settings) => settings,
         Err(message) => return refuse_to_start(&message),
     };

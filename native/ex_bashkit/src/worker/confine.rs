@@ -47,6 +47,9 @@ pub struct Request {
     /// Layers not to apply (`--without NAME`): how tests get a worker that
     /// lacks one on a kernel that has them all.
     pub without: Vec<String>,
+    /// Forked by the zygote (`worker/zygote.rs`): no parent-death signal,
+    /// the process ends when the VM closes its pipes, not with the zygote.
+    pub forked: bool,
 }
 
 /// The layers in force, as `ExBashkit.Session.info/1` reports them.
@@ -133,7 +136,9 @@ mod os {
         let mut report = Report::default();
         // SAFETY: plain syscalls on this process with constant arguments.
         unsafe {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            if !request.forked {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            }
             libc::setpriority(libc::PRIO_PROCESS, 0, 10);
             // No transparent huge pages from here on: with a process per
             // session, an idle one measured 7.5 MB PSS without them and

@@ -10,17 +10,14 @@ defmodule ExBashkit.WorkerTest do
   @stack_reservation 256 * 16 * 1024 * 1024
   @mapping_slack 1024 * 1024 * 1024
 
-  test "--max-memory is the session's max_memory_bytes; the address space adds stacks and slack" do
+  # The process is forked by the zygote, so its command line is the
+  # zygote's: the limit it applied is read from the kernel instead.
+  test "max_memory_bytes reaches the process: its address space adds stacks and slack" do
     max_memory = 300 * 1024 * 1024
 
     session = Session.new(isolation: :process, limits: [max_memory_bytes: max_memory])
 
     os_pid = Session.info(session).os_pid
-
-    args = "/proc/#{os_pid}/cmdline" |> File.read!() |> String.split(<<0>>)
-
-    assert ["--max-memory", "#{max_memory}"] ==
-             Enum.drop_while(args, &(&1 != "--max-memory")) |> Enum.take(2)
 
     limits = File.read!("/proc/#{os_pid}/limits")
 

@@ -10,6 +10,11 @@ defmodule ExBashkit.Worker.Zygote do
   # and writes the pipes the NIF made (`{:fd, read, write}`), so it sends
   # `{port, :eof}` where a started one sends `{port, {:exit_status, s}}`:
   # the zygote reaps it and tells its status here (`exit_status/1`).
+  #
+  # A port on descriptors does not close them when it closes, and a forked
+  # process ends when its stdin closes: so this owner monitors each such
+  # port and closes its two descriptors once it is gone, however it went
+  # (closed, or its owner ended).
 
   use GenServer
 
@@ -35,7 +40,17 @@ defmodule ExBashkit.Worker.Zygote do
   def start(args) do
     with name when is_binary(name) <- :persistent_term.get(@name_key, nil),
          {:ok, {read, write, os_pid}} <- Native.zygote_spawn(name, args) do
-      {Port.open({:fd, read, write}, [:binary, {:packet, 4}, :eof]), os_pid, :forked}
+      port =
+        try do
+          Port.open({:fd, read, write}, [:binary, {:packet, 4}, :eof])
+        rescue
+          error ->
+            Native.zygote_release(read, write)
+            reraise error, __STACKTRACE__
+        end
+
+      GenServer.cast(__MODULE__, {:forked, port, read, write})
+      {port, os_pid, :forked}
     else
       _ ->
         port = Worker.open_port(args)
@@ -58,17 +73,20 @@ defmodule ExBashkit.Worker.Zygote do
   @impl true
   def init(_opts) do
     Process.flag(:trap_exit, true)
-    state = %{port: nil, exits: %{}, order: :queue.new(), waiting: %{}}
+    {:ok, open(%{port: nil, exits: %{}, order: :queue.new(), waiting: %{}, pipes: %{}})}
+  end
 
+  # Start the zygote OS process; without one, worker processes start alone.
+  defp open(state) do
     with {:unix, :linux} <- :os.type(),
          port = Worker.open_port(["--zygote", System.pid()]),
          {:ok, name} <- socket_name(port) do
       :persistent_term.put(@name_key, name)
-      {:ok, %{state | port: port}}
+      %{state | port: port}
     else
       why ->
         Logger.warning("ExBashkit: no zygote (#{inspect(why)}); worker processes start alone")
-        {:ok, state}
+        %{state | port: nil}
     end
   end
 
@@ -100,6 +118,18 @@ defmodule ExBashkit.Worker.Zygote do
   end
 
   @impl true
+  def handle_cast({:forked, port, read, write}, state) do
+    ref = :erlang.monitor(:port, port)
+    {:noreply, put_in(state.pipes[ref], {read, write})}
+  end
+
+  @impl true
+  def handle_info({:DOWN, ref, :port, _port, _reason}, state) do
+    {{read, write}, pipes} = Map.pop(state.pipes, ref)
+    Native.zygote_release(read, write)
+    {:noreply, %{state | pipes: pipes}}
+  end
+
   def handle_info({port, {:data, frame}}, %{port: port} = state) do
     {:exited, os_pid, status} = :erlang.binary_to_term(frame, [:safe])
 
@@ -125,9 +155,12 @@ defmodule ExBashkit.Worker.Zygote do
     end
   end
 
-  # The zygote itself ended: processes it forked run on; a new one starts.
+  # The zygote itself ended: processes it forked run on (their statuses
+  # are lost: `exit_status/1` says nil); a new one starts.
   def handle_info({port, {:exit_status, status}}, %{port: port} = state) do
-    {:stop, {:zygote_exited, status}, state}
+    :persistent_term.erase(@name_key)
+    Logger.warning("ExBashkit: the zygote ended (exit status #{status}); starting another")
+    {:noreply, open(state)}
   end
 
   def handle_info(_other, state), do: {:noreply, state}

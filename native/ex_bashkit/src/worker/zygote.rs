@@ -325,3 +325,16 @@ fn zygote_spawn(name: String, args: Vec<String>) -> Result<(i32, i32, i32), Stri
         i32::from_ne_bytes(pid),
     ))
 }
+
+/// Close the VM's ends of a forked process's pipes (`zygote_spawn`'s
+/// `read_fd` and `write_fd`) once the port that used them is gone: a port
+/// on descriptors leaves them open, and the process ends when its stdin
+/// closes.
+#[rustler::nif]
+fn zygote_release(read_fd: i32, write_fd: i32) {
+    for fd in [read_fd, write_fd] {
+        // SAFETY: these are the descriptors `zygote_spawn` gave the VM; the
+        // port that read and wrote them is closed (its monitor fired).
+        unsafe { libc::close(fd) };
+    }
+}

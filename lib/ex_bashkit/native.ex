@@ -82,13 +82,6 @@ defmodule ExBashkit.Native do
   def remote_session(_worker, _sid), do: :erlang.nif_error(:nif_not_loaded)
   def kill_os_process(_os_pid), do: :erlang.nif_error(:nif_not_loaded)
 
-  # A worker OS process forked by the zygote (`worker/zygote.rs`):
-  # `{:ok, {read_fd, write_fd, os_pid}}`.
-  def zygote_spawn(_socket, _args), do: :erlang.nif_error(:nif_not_loaded)
-
-  # Close the VM's ends of a forked process's pipes, once its port is gone.
-  def zygote_release(_read_fd, _write_fd), do: :erlang.nif_error(:nif_not_loaded)
-
   # The parser's verdict on an input: `:complete | :incomplete | {:error, msg}`.
   def parse_status(_script), do: :erlang.nif_error(:nif_not_loaded)
 

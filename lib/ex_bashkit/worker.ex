@@ -215,6 +215,8 @@ defmodule ExBashkit.Worker do
      %{
        port: nil,
        os_pid: nil,
+       # :forked (by the zygote) or :started: where its exit status comes from
+       started: nil,
        generation: 0,
        # id => %{pid, ref, mref, sid, kind, timer}
        routes: %{},
@@ -306,21 +308,13 @@ defmodule ExBashkit.Worker do
     settle(deliver(state, decode(frame)))
   end
 
+  # A forked process's port is on the process that asked the zygote for
+  # it, which exited at once: the zygote tells how the worker ended.
   def handle_info({port, {:exit_status, status}}, %{port: port} = state) do
+    status =
+      if state.started == :forked, do: Zygote.exit_status(state.os_pid) || status, else: status
+
     {:noreply, crashed(state, "exit status #{status}")}
-  end
-
-  # A process the zygote forked: its pipes closed as it ended.
-  def handle_info({port, :eof}, %{port: port} = state) do
-    close_port(port)
-
-    why =
-      case Zygote.exit_status(state.os_pid) do
-        nil -> "its pipes closed"
-        status -> "exit status #{status}"
-      end
-
-    {:noreply, crashed(state, why)}
   end
 
   def handle_info({:EXIT, port, reason}, %{port: port} = state) do
@@ -419,7 +413,6 @@ defmodule ExBashkit.Worker do
   def handle_info({:EXIT, _other, _reason}, state), do: {:noreply, state}
   def handle_info({_old_port, {:exit_status, _}}, state), do: {:noreply, state}
   def handle_info({_old_port, {:data, _}}, state), do: {:noreply, state}
-  def handle_info({_old_port, :eof}, state), do: {:noreply, state}
 
   @impl true
   def terminate(_reason, %{port: port}) do
@@ -891,8 +884,8 @@ defmodule ExBashkit.Worker do
   # -- the OS process -------------------------------------------------------
 
   defp ensure_port(%{port: nil} = state) do
-    {port, os_pid, _how} = Zygote.start(worker_args(state))
-    {:ok, %{state | port: port, os_pid: os_pid}}
+    {port, os_pid, started} = Zygote.start(worker_args(state))
+    {:ok, %{state | port: port, os_pid: os_pid, started: started}}
   rescue
     error ->
       {:error, "cannot start the worker process #{executable()}: #{Exception.message(error)}"}
@@ -948,10 +941,11 @@ defmodule ExBashkit.Worker do
   end
 
   @doc false
-  @spec open_port([String.t()]) :: port()
-  def open_port(args) do
+  # `env`: the only variables it gets (`[{name, value}]`, charlists).
+  @spec open_port([String.t()], [{charlist(), charlist()}]) :: port()
+  def open_port(args, env \\ []) do
     # Nothing of the VM's environment reaches the worker.
-    env = for {name, _} <- System.get_env(), do: {String.to_charlist(name), false}
+    env = for({name, _} <- System.get_env(), do: {String.to_charlist(name), false}) ++ env
 
     Port.open({:spawn_executable, executable()}, [
       :binary,

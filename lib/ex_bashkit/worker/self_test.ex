@@ -127,11 +127,6 @@ defmodule ExBashkit.Worker.SelfTest do
 
       {^port, {:exit_status, _status}} ->
         report(results)
-
-      # Forked by the zygote: its pipes closed as it ended.
-      {^port, :eof} ->
-        Port.close(port)
-        report(results)
     after
       @wait_ms ->
         Port.close(port)

@@ -5,30 +5,29 @@ defmodule ExBashkit.Worker.Zygote do
   # (`native/ex_bashkit/src/worker/zygote.rs`, which says why and how).
   #
   # `start/1` is how every worker OS process starts: forked by the zygote
-  # where it runs, else from the executable (a kernel without what the
-  # zygote needs, or the zygote restarting). A forked process's port reads
-  # and writes the pipes the NIF made (`{:fd, read, write}`), so it sends
-  # `{port, :eof}` where a started one sends `{port, {:exit_status, s}}`:
-  # the zygote reaps it and tells its status here (`exit_status/1`).
-  #
-  # A port on descriptors does not close them when it closes, and a forked
-  # process ends when its stdin closes: so this owner monitors each such
-  # port and closes its two descriptors once it is gone, however it went
-  # (closed, or its owner ended).
+  # where it runs, else from the executable (not Linux, or the zygote
+  # restarting). A forked process's port is opened on
+  # `ex_bashkit_worker --via-zygote`, which hands the port's pipes to the
+  # zygote's new child and exits: the VM owns those pipes as for any port,
+  # and they close with it. The port's exit status is the asker's, so the
+  # zygote tells the child's pid and, when it ends, its status
+  # (`exit_status/1`); both reach the callers through this process.
 
   use GenServer
 
   require Logger
 
-  alias ExBashkit.{Native, Worker}
+  alias ExBashkit.Worker
 
-  @name_key {__MODULE__, :socket}
-  # How long a status may take to follow the end of a forked process's
-  # pipes (the zygote reaps it as it ends), and how many unclaimed ones
-  # (processes stopped on purpose) are kept.
-  @exit_wait_ms 2_000
-  @kept_exits 256
+  @socket_key {__MODULE__, :socket}
+  @token_var ~c"EX_BASHKIT_ZYGOTE_TOKEN"
+  # How long the zygote may take to name its socket or fork a child, and
+  # a status to follow the end of a forked process's pipes (the zygote
+  # reaps it as it ends).
   @start_wait_ms 5_000
+  @exit_wait_ms 2_000
+  # How many statuses nobody asked for (processes stopped on purpose) are kept.
+  @kept_exits 256
 
   @doc false
   def start_link(opts), do: GenServer.start_link(__MODULE__, opts, name: __MODULE__)
@@ -38,25 +37,35 @@ defmodule ExBashkit.Worker.Zygote do
   # `:forked` or `:started`. Raises as `Port.open/2` does if neither works.
   @spec start([String.t()]) :: {port(), non_neg_integer(), :forked | :started}
   def start(args) do
-    with name when is_binary(name) <- :persistent_term.get(@name_key, nil),
-         {:ok, {read, write, os_pid}} <- Native.zygote_spawn(name, args) do
-      port =
-        try do
-          Port.open({:fd, read, write}, [:binary, {:packet, 4}, :eof])
-        rescue
-          error ->
-            Native.zygote_release(read, write)
-            reraise error, __STACKTRACE__
-        end
-
-      GenServer.cast(__MODULE__, {:forked, port, read, write})
-      {port, os_pid, :forked}
+    with {name, token} <- :persistent_term.get(@socket_key, nil),
+         owner when is_pid(owner) <- Process.whereis(__MODULE__),
+         {:ok, started} <- fork(owner, name, token, args) do
+      started
     else
-      _ ->
-        port = Worker.open_port(args)
-        {:os_pid, os_pid} = Port.info(port, :os_pid)
-        {port, os_pid, :started}
+      _ -> started(args)
     end
+  end
+
+  defp fork(owner, name, token, args) do
+    port = Worker.open_port(["--via-zygote", name | args], [{@token_var, token}])
+    {:os_pid, asker} = Port.info(port, :os_pid)
+    ref = make_ref()
+    send(owner, {:await_fork, asker, self(), ref})
+
+    receive do
+      {^ref, os_pid} -> {:ok, {port, os_pid, :forked}}
+      {^port, {:exit_status, _}} -> :error
+    after
+      @start_wait_ms ->
+        Port.close(port)
+        :error
+    end
+  end
+
+  defp started(args) do
+    port = Worker.open_port(args)
+    {:os_pid, os_pid} = Port.info(port, :os_pid)
+    {port, os_pid, :started}
   end
 
   @doc false
@@ -73,15 +82,27 @@ defmodule ExBashkit.Worker.Zygote do
   @impl true
   def init(_opts) do
     Process.flag(:trap_exit, true)
-    {:ok, open(%{port: nil, exits: %{}, order: :queue.new(), waiting: %{}, pipes: %{}})}
+
+    state = %{
+      port: nil,
+      # asker's os pid => the child's, or the caller waiting for it
+      forks: %{},
+      # child's os pid => {status, seq} not yet asked for, oldest first in `order`
+      exits: %{},
+      order: :queue.new(),
+      # child's os pid => {from, timer}
+      waiting: %{}
+    }
+
+    {:ok, open(state)}
   end
 
   # Start the zygote OS process; without one, worker processes start alone.
   defp open(state) do
     with {:unix, :linux} <- :os.type(),
-         port = Worker.open_port(["--zygote", System.pid()]),
-         {:ok, name} <- socket_name(port) do
-      :persistent_term.put(@name_key, name)
+         port = Worker.open_port(["--zygote"]),
+         {:ok, socket} <- socket(port) do
+      :persistent_term.put(@socket_key, socket)
       %{state | port: port}
     else
       why ->
@@ -90,11 +111,11 @@ defmodule ExBashkit.Worker.Zygote do
     end
   end
 
-  defp socket_name(port) do
+  defp socket(port) do
     receive do
       {^port, {:data, frame}} ->
         case :erlang.binary_to_term(frame, [:safe]) do
-          {:zygote, name} -> {:ok, name}
+          {:zygote, name, token} -> {:ok, {name, String.to_charlist(token)}}
           other -> {:error, other}
         end
 
@@ -118,30 +139,19 @@ defmodule ExBashkit.Worker.Zygote do
   end
 
   @impl true
-  def handle_cast({:forked, port, read, write}, state) do
-    ref = :erlang.monitor(:port, port)
-    {:noreply, put_in(state.pipes[ref], {read, write})}
-  end
+  def handle_info({:await_fork, asker, pid, ref}, state) do
+    case Map.pop(state.forks, asker) do
+      {os_pid, forks} when is_integer(os_pid) ->
+        send(pid, {ref, os_pid})
+        {:noreply, %{state | forks: forks}}
 
-  @impl true
-  def handle_info({:DOWN, ref, :port, _port, _reason}, state) do
-    {{read, write}, pipes} = Map.pop(state.pipes, ref)
-    Native.zygote_release(read, write)
-    {:noreply, %{state | pipes: pipes}}
+      {nil, forks} ->
+        {:noreply, %{state | forks: Map.put(forks, asker, {pid, ref})}}
+    end
   end
 
   def handle_info({port, {:data, frame}}, %{port: port} = state) do
-    {:exited, os_pid, status} = :erlang.binary_to_term(frame, [:safe])
-
-    case Map.pop(state.waiting, os_pid) do
-      {{from, timer}, waiting} ->
-        Process.cancel_timer(timer)
-        GenServer.reply(from, status)
-        {:noreply, %{state | waiting: waiting}}
-
-      {nil, _} ->
-        {:noreply, keep_exit(state, os_pid, status)}
-    end
+    {:noreply, zygote_said(:erlang.binary_to_term(frame, [:safe]), state)}
   end
 
   def handle_info({:no_status, os_pid, from}, state) do
@@ -158,7 +168,7 @@ defmodule ExBashkit.Worker.Zygote do
   # The zygote itself ended: processes it forked run on (their statuses
   # are lost: `exit_status/1` says nil); a new one starts.
   def handle_info({port, {:exit_status, status}}, %{port: port} = state) do
-    :persistent_term.erase(@name_key)
+    :persistent_term.erase(@socket_key)
     Logger.warning("ExBashkit: the zygote ended (exit status #{status}); starting another")
     {:noreply, open(state)}
   end
@@ -166,7 +176,30 @@ defmodule ExBashkit.Worker.Zygote do
   def handle_info(_other, state), do: {:noreply, state}
 
   @impl true
-  def terminate(_reason, _state), do: :persistent_term.erase(@name_key)
+  def terminate(_reason, _state), do: :persistent_term.erase(@socket_key)
+
+  defp zygote_said({:forked, asker, os_pid}, state) do
+    case Map.pop(state.forks, asker) do
+      {{pid, ref}, forks} ->
+        send(pid, {ref, os_pid})
+        %{state | forks: forks}
+
+      {nil, forks} ->
+        %{state | forks: Map.put(forks, asker, os_pid)}
+    end
+  end
+
+  defp zygote_said({:exited, os_pid, status}, state) do
+    case Map.pop(state.waiting, os_pid) do
+      {{from, timer}, waiting} ->
+        Process.cancel_timer(timer)
+        GenServer.reply(from, status)
+        %{state | waiting: waiting}
+
+      {nil, _} ->
+        keep_exit(state, os_pid, status)
+    end
+  end
 
   # A status nobody asked for yet; the oldest go past `@kept_exits`.
   defp keep_exit(state, os_pid, status) do

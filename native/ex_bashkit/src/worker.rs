@@ -72,6 +72,7 @@
 pub(crate) mod confine;
 pub(crate) mod frame_input;
 pub(crate) mod remote;
+#[cfg(target_os = "linux")]
 pub(crate) mod zygote;
 
 use std::io::{self, Read};
@@ -140,7 +141,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Settings, String> {
                 settings.confine.require = true;
                 continue;
             }
-            zygote::FORKED => {
+            FORKED => {
                 settings.confine.forked = true;
                 continue;
             }
@@ -239,11 +240,15 @@ fn refuse_to_start(message: &str) -> i32 {
 /// The worker's entry point; returns the process exit code.
 pub fn main() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match zygote::requested(&args) {
-        Some(vm_pid) => zygote::serve(vm_pid, start),
-        None => start(args),
+    #[cfg(target_os = "linux")]
+    if let Some(role) = zygote::requested(&args) {
+        return zygote::run(role, start);
     }
+    start(args)
 }
+
+/// The flag a child forked by the zygote gets last (`confine::Request::forked`).
+pub(crate) const FORKED: &str = "--forked";
 
 /// A worker with `args`, started by the VM or forked by the zygote.
 fn start(args: Vec<String>) -> i32 {

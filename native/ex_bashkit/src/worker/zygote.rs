@@ -10,27 +10,35 @@
 //! session's: it forks before any thread or interpreter exists, and the
 //! child confines itself (`worker/confine.rs`) as a started worker does.
 //!
-//! Both ends of the protocol are here: `serve` (the zygote, started as
-//! `ex_bashkit_worker --zygote VM_PID`) and `zygote_spawn` (the NIF the
-//! VM's `ExBashkit.Worker` calls).
+//! Linux only: elsewhere the VM starts every worker from the executable.
 //!
-//! - The zygote listens on an abstract unix seqpacket socket and names it
-//!   in its first frame on stdout, `{:zygote, name}`.
-//! - A spawn is one connection from the VM's OS process: `SO_PEERCRED` must
-//!   name `VM_PID`, so nothing else (a session process in the VM's network
-//!   namespace included) can ask. One message: the new process's arguments,
-//!   NUL-separated, with two descriptors, its stdin and its stdout. The
-//!   answer is its pid, 4 bytes in native byte order.
-//! - When a forked process ends, the zygote writes `{:exited, pid, status}`
-//!   on stdout: its exit code, or 128 + the signal that ended it (as a
-//!   port's `exit_status`).
+//! Both ends of the protocol are here: `serve` (the zygote, started as
+//! `ex_bashkit_worker --zygote`) and `ask` (`ex_bashkit_worker
+//! --via-zygote NAME ARGS...`, the port the VM opens for a session).
+//!
+//! - The zygote listens on an abstract unix seqpacket socket. Its first
+//!   frame on stdout names it and a random token, `{:zygote, name, token}`.
+//! - The VM opens a port on `--via-zygote`, with the token in its
+//!   environment: it connects and sends one message, the token and the
+//!   process's arguments NUL-separated, with two descriptors: its own
+//!   stdin and stdout, the port's pipes. A message without the token is
+//!   dropped unread, so only the VM can ask (not a session process, not
+//!   another program of the VM's user).
+//! - The zygote forks; the child takes those descriptors as its stdin and
+//!   stdout. The zygote writes `{:forked, asker_pid, child_pid}` on its
+//!   stdout, then answers the asker, which exits. The port stays open on
+//!   the child's pipes, so the VM owns them as for any port it spawned, and
+//!   they close with the port.
+//! - When a forked process ends, the zygote writes `{:exited, pid, status}`:
+//!   its exit code, or 128 + the signal that ended it (a port's
+//!   `exit_status` would be the asker's).
 //! - The zygote ends when its stdin closes. Its children outlive it: each
-//!   ends when the VM closes its pipes (not with the zygote, so that the
-//!   zygote's end costs no session its process).
+//!   ends when the VM's ends of its pipes close (not with the zygote, so
+//!   that the zygote's end costs no session its process).
 
 use std::io::{IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::net::{
@@ -42,30 +50,56 @@ use rustix::net::{
 use crate::term::etf;
 use crate::term::value::Value;
 
-/// The flag a forked child's arguments end with (`confine::Request::forked`).
-pub const FORKED: &str = "--forked";
+/// The longest message a request may be.
+const MAX_REQUEST_BYTES: usize = 64 * 1024;
 
-/// The longest argument list a spawn may carry.
-const MAX_ARGS_BYTES: usize = 64 * 1024;
+/// Where `--via-zygote` finds the token.
+const TOKEN_VAR: &str = "EX_BASHKIT_ZYGOTE_TOKEN";
 
-/// `--zygote VM_PID` as the first arguments: the VM's OS pid.
-pub fn requested(args: &[String]) -> Option<i32> {
+/// What `main` was asked to be, from its first arguments.
+pub enum Role {
+    /// `--zygote`: serve requests.
+    Zygote,
+    /// `--via-zygote NAME ARGS...`: ask the zygote `NAME` for a worker with `ARGS`.
+    Asker { name: String, args: Vec<String> },
+}
+
+/// The role the first arguments ask for, if any.
+pub fn requested(args: &[String]) -> Option<Role> {
     match args {
-        [flag, pid, ..] if flag == "--zygote" => pid.parse().ok(),
+        [flag, ..] if flag == "--zygote" => Some(Role::Zygote),
+        [flag, name, rest @ ..] if flag == "--via-zygote" => Some(Role::Asker {
+            name: name.clone(),
+            args: rest.to_vec(),
+        }),
         _ => None,
     }
 }
 
-/// Run the zygote until its stdin closes; each forked child runs `start`
-/// with its arguments and exits with what it returns.
-pub fn serve(vm_pid: i32, start: fn(Vec<String>) -> i32) -> i32 {
+/// Play `role`; a forked child runs `start` with its arguments and exits
+/// with what it returns.
+pub fn run(role: Role, start: fn(Vec<String>) -> i32) -> i32 {
+    match role {
+        Role::Zygote => serve(start),
+        Role::Asker { name, args } => ask(&name, &args),
+    }
+}
+
+fn serve(start: fn(Vec<String>) -> i32) -> i32 {
+    let mut token = [0u8; 16];
+    if getrandom::fill(&mut token).is_err() {
+        eprintln!("ex_bashkit_worker: zygote: no random token");
+        return 71;
+    }
+    let token: String = token.iter().map(|b| format!("{b:02x}")).collect();
     match listen() {
         Ok((listener, name)) => {
             write_frame(&Value::tuple([
                 Value::atom("zygote"),
                 Value::Binary(name.into_bytes()),
+                Value::Binary(token.clone().into_bytes()),
             ]));
-            serve_on(&listener, vm_pid, start)
+            serve_on(&listener, token, start)
         }
         Err(error) => {
             eprintln!("ex_bashkit_worker: zygote: cannot listen: {error}");
@@ -76,18 +110,22 @@ pub fn serve(vm_pid: i32, start: fn(Vec<String>) -> i32) -> i32 {
 
 fn listen() -> rustix::io::Result<(OwnedFd, String)> {
     let name = format!("ex_bashkit_zygote.{}", std::process::id());
-    let listener = net::socket_with(
-        AddressFamily::UNIX,
-        SocketType::SEQPACKET,
-        SocketFlags::CLOEXEC,
-        None,
-    )?;
+    let listener = seqpacket()?;
     net::bind(&listener, &SocketAddrUnix::new_abstract_name(name.as_bytes())?)?;
     net::listen(&listener, 128)?;
     Ok((listener, name))
 }
 
-fn serve_on(listener: &OwnedFd, vm_pid: i32, start: fn(Vec<String>) -> i32) -> i32 {
+fn seqpacket() -> rustix::io::Result<OwnedFd> {
+    net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+}
+
+fn serve_on(listener: &OwnedFd, mut token: String, start: fn(Vec<String>) -> i32) -> i32 {
     let children = ChildSignals::block();
     let stdin = rustix::stdio::stdin();
     loop {
@@ -109,7 +147,7 @@ fn serve_on(listener: &OwnedFd, vm_pid: i32, start: fn(Vec<String>) -> i32) -> i
         }
         if listener_ready {
             if let Ok(connection) = net::accept_with(listener, SocketFlags::CLOEXEC) {
-                spawn(connection, vm_pid, start, listener, &children);
+                spawn(connection, &mut token, start, listener, &children);
             }
         }
         if stdin_ready && stdin_closed() {
@@ -125,26 +163,28 @@ fn stdin_closed() -> bool {
     !matches!(rustix::io::read(rustix::stdio::stdin(), &mut buffer), Ok(n) if n > 0)
 }
 
-/// Handle one spawn request on `connection`.
+/// Handle one request on `connection`.
 fn spawn(
     connection: OwnedFd,
-    vm_pid: i32,
+    token: &mut String,
     start: fn(Vec<String>) -> i32,
     listener: &OwnedFd,
     children: &ChildSignals,
 ) {
-    let from_vm = net::sockopt::socket_peercred(&connection)
-        .is_ok_and(|cred| cred.pid.as_raw_nonzero().get() == vm_pid);
-    if !from_vm {
+    let Ok(asker) = net::sockopt::socket_peercred(&connection) else {
         return;
-    }
-    let Some((args, stdin, stdout)) = receive(&connection) else {
+    };
+    let Some((args, stdin, stdout)) = receive(&connection, token) else {
         return;
     };
     // SAFETY: the zygote is single-threaded, so the child may go on running
     // ordinary code (no lock is held by a thread it did not inherit).
     match unsafe { libc::fork() } {
         0 => {
+            // The child never needs the token: no copy of it stays in a
+            // session's process.
+            // SAFETY: overwriting ASCII bytes with ASCII zeros keeps it UTF-8.
+            unsafe { token.as_bytes_mut().fill(b'0') };
             let code = become_child(&[listener, &children.fd, &connection], stdin, stdout)
                 .map(|()| start(args))
                 .unwrap_or(71);
@@ -152,14 +192,20 @@ fn spawn(
         }
         -1 => {}
         pid => {
+            write_frame(&Value::tuple([
+                Value::atom("forked"),
+                Value::Int(asker.pid.as_raw_nonzero().get().into()),
+                Value::Int(pid.into()),
+            ]));
             let _ = net::send(&connection, &pid.to_ne_bytes(), SendFlags::empty());
         }
     }
 }
 
-/// The arguments and the two descriptors of one spawn message.
-fn receive(connection: &OwnedFd) -> Option<(Vec<String>, OwnedFd, OwnedFd)> {
-    let mut bytes = vec![0u8; MAX_ARGS_BYTES];
+/// The arguments and the two descriptors of one request, if it carries
+/// the token.
+fn receive(connection: &OwnedFd, token: &str) -> Option<(Vec<String>, OwnedFd, OwnedFd)> {
+    let mut bytes = vec![0u8; MAX_REQUEST_BYTES];
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
     let message = net::recvmsg(
@@ -178,14 +224,59 @@ fn receive(connection: &OwnedFd) -> Option<(Vec<String>, OwnedFd, OwnedFd)> {
     if message.flags.intersects(net::ReturnFlags::TRUNC | net::ReturnFlags::CTRUNC) {
         return None;
     }
+    let mut fields = bytes[..message.bytes].split(|&b| b == 0);
+    if fields.next()? != token.as_bytes() {
+        return None;
+    }
     let [stdin, stdout]: [OwnedFd; 2] = fds.try_into().ok()?;
-    let mut args: Vec<String> = bytes[..message.bytes]
-        .split(|&b| b == 0)
+    let mut args: Vec<String> = fields
         .filter(|arg| !arg.is_empty())
         .map(|arg| String::from_utf8_lossy(arg).into_owned())
         .collect();
-    args.push(FORKED.into());
+    args.push(super::FORKED.into());
     Some((args, stdin, stdout))
+}
+
+/// `--via-zygote`: hand this process's stdin and stdout (the VM's port) to
+/// a worker the zygote `name` forks with `args`, and exit once it has.
+fn ask(name: &str, args: &[String]) -> i32 {
+    match request(name, args) {
+        Ok(()) => 0,
+        Err(error) => {
+            eprintln!("ex_bashkit_worker: --via-zygote: {error}");
+            71
+        }
+    }
+}
+
+fn request(name: &str, args: &[String]) -> Result<(), String> {
+    let token = std::env::var(TOKEN_VAR).map_err(|_| format!("no {TOKEN_VAR}"))?;
+    let connection = seqpacket().map_err(|e| format!("socket: {e}"))?;
+    let address =
+        SocketAddrUnix::new_abstract_name(name.as_bytes()).map_err(|e| format!("name: {e}"))?;
+    net::connect(&connection, &address).map_err(|e| format!("connect: {e}"))?;
+
+    let payload = std::iter::once(token.as_str())
+        .chain(args.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join("\0");
+    let fds = [rustix::stdio::stdin(), rustix::stdio::stdout()];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    control.push(SendAncillaryMessage::ScmRights(&fds));
+    net::sendmsg(
+        &connection,
+        &[IoSlice::new(payload.as_bytes())],
+        &mut control,
+        SendFlags::empty(),
+    )
+    .map_err(|e| format!("send: {e}"))?;
+
+    let mut pid = [0u8; 4];
+    match net::recv(&connection, &mut pid, RecvFlags::empty()) {
+        Ok((4, _)) => Ok(()),
+        _ => Err("the zygote did not start the process".into()),
+    }
 }
 
 /// In the forked child: drop the zygote's descriptors, take `stdin` and
@@ -275,66 +366,5 @@ fn write_frame(term: &Value) {
             Err(rustix::io::Errno::INTR) => {}
             Err(_) => return,
         }
-    }
-}
-
-/// Ask the zygote named `name` for a session process with `args`; answers
-/// `(read_fd, write_fd, os_pid)`: the VM reads the child's stdout from the
-/// first and writes its stdin to the second (`Port.open({:fd, r, w}, ...)`
-/// takes them over).
-#[rustler::nif(schedule = "DirtyIo")]
-fn zygote_spawn(name: String, args: Vec<String>) -> Result<(i32, i32, i32), String> {
-    let (child_stdin, vm_writes) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-        .map_err(|e| format!("pipe: {e}"))?;
-    let (vm_reads, child_stdout) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-        .map_err(|e| format!("pipe: {e}"))?;
-    let connection = net::socket_with(
-        AddressFamily::UNIX,
-        SocketType::SEQPACKET,
-        SocketFlags::CLOEXEC,
-        None,
-    )
-    .map_err(|e| format!("socket: {e}"))?;
-    let address =
-        SocketAddrUnix::new_abstract_name(name.as_bytes()).map_err(|e| format!("name: {e}"))?;
-    net::connect(&connection, &address).map_err(|e| format!("connect: {e}"))?;
-
-    let payload = args.join("\0");
-    let fds = [child_stdin.as_fd(), child_stdout.as_fd()];
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
-    let mut control = SendAncillaryBuffer::new(&mut space);
-    control.push(SendAncillaryMessage::ScmRights(&fds));
-    net::sendmsg(
-        &connection,
-        &[IoSlice::new(payload.as_bytes())],
-        &mut control,
-        SendFlags::empty(),
-    )
-    .map_err(|e| format!("send: {e}"))?;
-    drop((child_stdin, child_stdout));
-
-    let mut pid = [0u8; 4];
-    match net::recv(&connection, &mut pid, RecvFlags::empty()) {
-        Ok((4, _)) => {}
-        _ => return Err("the zygote did not start the process".into()),
-    }
-    let into_raw = |fd: OwnedFd| std::os::fd::IntoRawFd::into_raw_fd(fd);
-    Ok((
-        into_raw(vm_reads),
-        into_raw(vm_writes),
-        i32::from_ne_bytes(pid),
-    ))
-}
-
-/// Close the VM's ends of a forked process's pipes (`zygote_spawn`'s
-/// `read_fd` and `write_fd`) once the port that used them is gone: a port
-/// on descriptors leaves them open, and the process ends when its stdin
-/// closes.
-#[rustler::nif]
-fn zygote_release(read_fd: i32, write_fd: i32) {
-    for fd in [read_fd, write_fd] {
-        // SAFETY: these are the descriptors `zygote_spawn` gave the VM; the
-        // port that read and wrote them is closed (its monitor fired).
-        unsafe { libc::close(fd) };
     }
 }

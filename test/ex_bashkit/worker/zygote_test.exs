@@ -105,7 +105,7 @@ defmodule ExBashkit.Worker.ZygoteTest do
   # Another OS process (a program the VM itself started, so of its user
   # and its network namespace) connects to the zygote's socket and sends a
   # request, two descriptors included, without the zygote's token: no answer.
-  test "only the VM's own process can ask the zygote for a process" do
+  test "only the VM can ask the zygote for a process" do
     session = Session.new()
     {:ok, _} = Session.exec(session, "true")
     zygote = zygote_of(session)

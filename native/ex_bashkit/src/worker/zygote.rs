@@ -42,9 +42,8 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::net::{
-    self, AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags,
-    SendAncillaryBuffer, SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags,
-    SocketType,
+    self, AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
 };
 
 use crate::term::etf;
@@ -111,7 +110,10 @@ fn serve(start: fn(Vec<String>) -> i32) -> i32 {
 fn listen() -> rustix::io::Result<(OwnedFd, String)> {
     let name = format!("ex_bashkit_zygote.{}", std::process::id());
     let listener = seqpacket()?;
-    net::bind(&listener, &SocketAddrUnix::new_abstract_name(name.as_bytes())?)?;
+    net::bind(
+        &listener,
+        &SocketAddrUnix::new_abstract_name(name.as_bytes())?,
+    )?;
     net::listen(&listener, 128)?;
     Ok((listener, name))
 }
@@ -174,6 +176,13 @@ fn spawn(
     let Ok(asker) = net::sockopt::socket_peercred(&connection) else {
         return;
     };
+    // The zygote serves one request at a time: one that connects and says
+    // nothing must not hold up the next.
+    let timeout = Some(std::time::Duration::from_secs(1));
+    if net::sockopt::set_socket_timeout(&connection, net::sockopt::Timeout::Recv, timeout).is_err()
+    {
+        return;
+    }
     let Some((args, stdin, stdout)) = receive(&connection, token) else {
         return;
     };
@@ -221,7 +230,10 @@ fn receive(connection: &OwnedFd, token: &str) -> Option<(Vec<String>, OwnedFd, O
             fds.extend(received);
         }
     }
-    if message.flags.intersects(net::ReturnFlags::TRUNC | net::ReturnFlags::CTRUNC) {
+    if message
+        .flags
+        .intersects(net::ReturnFlags::TRUNC | net::ReturnFlags::CTRUNC)
+    {
         return None;
     }
     let mut fields = bytes[..message.bytes].split(|&b| b == 0);

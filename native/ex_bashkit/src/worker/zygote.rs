@@ -168,7 +168,7 @@ fn stdin_closed() -> bool {
 /// Handle one request on `connection`.
 fn spawn(
     connection: OwnedFd,
-    token: &mut String,
+    token: &mut str,
     start: fn(Vec<String>) -> i32,
     listener: &OwnedFd,
     children: &ChildSignals,

@@ -16,7 +16,8 @@
 #   * a process per session (issue 67): `Session.new/1` median with the
 #     spare ready (a pause between) and back to back, the PSS of an idle
 #     session's process, and N sessions alive at once each in its own
-#     process, every one answering (how long that took, their PSS in all).
+#     process, every one answering (how long that took, their PSS in all
+#     and a process's share: PSS divides shared pages among their sharers).
 # Writes bench/isolation.md.
 
 for file <- ~w(stats sampler raw memory), do: Code.require_file("lib/#{file}.exs", __DIR__)
@@ -302,10 +303,11 @@ defmodule Bench.Isolation do
     |---|---|---|
     | `Session.new/1` median, spare ready (50 ms apart) | #{Stats.fmt_ns(median(own.new_spaced))} | ≤ 1 ms |
     | `Session.new/1` median, back to back | #{Stats.fmt_ns(median(own.new_back_to_back))} | ≤ 1 ms |
-    | idle session's process, PSS | #{Stats.fmt_bytes(own.idle_pss_kb * 1024)} | ≤ 2 MiB |
+    | idle session's process, PSS (10 alive) | #{Stats.fmt_bytes(own.idle_pss_kb * 1024)} | ≤ 2 MiB |
     | #{own.alive} sessions alive, each in its own process: answering | #{own.answering} of #{own.alive} | all |
     | … made in | #{Stats.fmt_ns(own.alive_ms * 1_000_000)} | – |
     | … PSS in all | #{Stats.fmt_bytes(own.alive_pss_kb * 1024)} | – |
+    | … PSS a session's process (each has run one `echo`) | #{Stats.fmt_bytes(own.alive_pss_kb * 1024 / max(own.answering, 1))} | ≤ 2 MiB |
     """
   end
 end

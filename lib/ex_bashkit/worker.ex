@@ -941,13 +941,16 @@ defmodule ExBashkit.Worker do
   end
 
   @doc false
-  # `env`: the only variables it gets (`[{name, value}]`, charlists).
-  @spec open_port([String.t()], [{charlist(), charlist()}]) :: port()
-  def open_port(args, env \\ []) do
+  # Options: `:env`, the only variables it gets (`[{name, value}]`,
+  # charlists); `:executable`, another of the package's executables.
+  @spec open_port([String.t()], keyword()) :: port()
+  def open_port(args, opts \\ []) do
     # Nothing of the VM's environment reaches the worker.
-    env = for({name, _} <- System.get_env(), do: {String.to_charlist(name), false}) ++ env
+    env =
+      for({name, _} <- System.get_env(), do: {String.to_charlist(name), false}) ++
+        Keyword.get(opts, :env, [])
 
-    Port.open({:spawn_executable, executable()}, [
+    Port.open({:spawn_executable, Keyword.get(opts, :executable, executable())}, [
       :binary,
       {:packet, 4},
       :exit_status,

@@ -6,9 +6,9 @@ defmodule ExBashkit.Worker.Zygote do
   #
   # `start/1` is how every worker OS process starts: forked by the zygote
   # where it runs, else from the executable (not Linux, or the zygote
-  # restarting). A forked process's port is opened on
-  # `ex_bashkit_worker --via-zygote`, which hands the port's pipes to the
-  # zygote's new child and exits: the VM owns those pipes as for any port,
+  # restarting). A forked process's port is opened on `ex_bashkit_spawn`,
+  # a small executable that hands the port's pipes to the zygote's new
+  # child and exits: the VM owns those pipes as for any port,
   # and they close with it. The port's exit status is the asker's, so the
   # zygote tells the child's pid and, when it ends, its status
   # (`exit_status/1`); both reach the callers through this process.
@@ -47,7 +47,7 @@ defmodule ExBashkit.Worker.Zygote do
   end
 
   defp fork(owner, name, token, args) do
-    port = Worker.open_port(["--via-zygote", name | args], [{@token_var, token}])
+    port = Worker.open_port([name | args], executable: spawner(), env: [{@token_var, token}])
     {:os_pid, asker} = Port.info(port, :os_pid)
     ref = make_ref()
     send(owner, {:await_fork, asker, self(), ref})
@@ -61,6 +61,8 @@ defmodule ExBashkit.Worker.Zygote do
         :error
     end
   end
+
+  defp spawner, do: Path.join(:code.priv_dir(:ex_bashkit), "native/ex_bashkit_spawn")
 
   defp started(args) do
     port = Worker.open_port(args)

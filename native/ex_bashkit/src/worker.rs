@@ -241,8 +241,8 @@ fn refuse_to_start(message: &str) -> i32 {
 pub fn main() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
     #[cfg(target_os = "linux")]
-    if let Some(role) = zygote::requested(&args) {
-        return zygote::run(role, start);
+    if zygote::requested(&args) {
+        return zygote::serve(start);
     }
     start(args)
 }

@@ -12,14 +12,15 @@
 //!
 //! Linux only: elsewhere the VM starts every worker from the executable.
 //!
-//! Both ends of the protocol are here: `serve` (the zygote, started as
-//! `ex_bashkit_worker --zygote`) and `ask` (`ex_bashkit_worker
-//! --via-zygote NAME ARGS...`, the port the VM opens for a session).
+//! The zygote is `serve` here (started as `ex_bashkit_worker --zygote`);
+//! the other end is `zygote/spawn.rs`, the small `ex_bashkit_spawn`
+//! executable the VM opens a session's port on (small, so that starting it
+//! costs little: the worker executable is 51 MB of relocated code).
 //!
 //! - The zygote listens on an abstract unix seqpacket socket. Its first
 //!   frame on stdout names it and a random token, `{:zygote, name, token}`.
-//! - The VM opens a port on `--via-zygote`, with the token in its
-//!   environment: it connects and sends one message, the token and the
+//! - The VM opens a port on `ex_bashkit_spawn NAME ARGS...`, with the
+//!   token in its environment: it connects and sends one message, the token and the
 //!   process's arguments NUL-separated, with two descriptors: its own
 //!   stdin and stdout, the port's pipes. A message without the token is
 //!   dropped unread, so only the VM can ask (not a session process, not
@@ -36,14 +37,14 @@
 //!   ends when the VM's ends of its pipes close (not with the zygote, so
 //!   that the zygote's end costs no session its process).
 
-use std::io::{IoSlice, IoSliceMut};
+use std::io::IoSliceMut;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::net::{
-    self, AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
-    SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
+    self, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendFlags, SocketAddrUnix,
+    SocketFlags,
 };
 
 use crate::term::etf;
@@ -52,39 +53,20 @@ use crate::term::value::Value;
 /// The longest message a request may be.
 const MAX_REQUEST_BYTES: usize = 64 * 1024;
 
-/// Where `--via-zygote` finds the token.
-const TOKEN_VAR: &str = "EX_BASHKIT_ZYGOTE_TOKEN";
+// Its entry point is `ex_bashkit_spawn`'s: the library uses its protocol.
+#[allow(dead_code)]
+pub(crate) mod spawn;
 
-/// What `main` was asked to be, from its first arguments.
-pub enum Role {
-    /// `--zygote`: serve requests.
-    Zygote,
-    /// `--via-zygote NAME ARGS...`: ask the zygote `NAME` for a worker with `ARGS`.
-    Asker { name: String, args: Vec<String> },
+use spawn::seqpacket;
+
+/// Whether the arguments ask for the zygote (`--zygote`).
+pub fn requested(args: &[String]) -> bool {
+    matches!(args, [flag] if flag == "--zygote")
 }
 
-/// The role the first arguments ask for, if any.
-pub fn requested(args: &[String]) -> Option<Role> {
-    match args {
-        [flag, ..] if flag == "--zygote" => Some(Role::Zygote),
-        [flag, name, rest @ ..] if flag == "--via-zygote" => Some(Role::Asker {
-            name: name.clone(),
-            args: rest.to_vec(),
-        }),
-        _ => None,
-    }
-}
-
-/// Play `role`; a forked child runs `start` with its arguments and exits
-/// with what it returns.
-pub fn run(role: Role, start: fn(Vec<String>) -> i32) -> i32 {
-    match role {
-        Role::Zygote => serve(start),
-        Role::Asker { name, args } => ask(&name, &args),
-    }
-}
-
-fn serve(start: fn(Vec<String>) -> i32) -> i32 {
+/// Serve until the VM closes stdin; a forked child runs `start` with its
+/// arguments and exits with what it returns.
+pub fn serve(start: fn(Vec<String>) -> i32) -> i32 {
     let mut token = [0u8; 16];
     if getrandom::fill(&mut token).is_err() {
         eprintln!("ex_bashkit_worker: zygote: no random token");
@@ -116,15 +98,6 @@ fn listen() -> rustix::io::Result<(OwnedFd, String)> {
     )?;
     net::listen(&listener, 128)?;
     Ok((listener, name))
-}
-
-fn seqpacket() -> rustix::io::Result<OwnedFd> {
-    net::socket_with(
-        AddressFamily::UNIX,
-        SocketType::SEQPACKET,
-        SocketFlags::CLOEXEC,
-        None,
-    )
 }
 
 fn serve_on(listener: &OwnedFd, mut token: String, start: fn(Vec<String>) -> i32) -> i32 {
@@ -236,7 +209,7 @@ fn receive(connection: &OwnedFd, token: &str) -> Option<(Vec<String>, OwnedFd, O
     {
         return None;
     }
-    let mut fields = bytes[..message.bytes].split(|&b| b == 0);
+    let mut fields = bytes[..message.bytes].split(|&b| b == spawn::SEPARATOR);
     if fields.next()? != token.as_bytes() {
         return None;
     }
@@ -247,48 +220,6 @@ fn receive(connection: &OwnedFd, token: &str) -> Option<(Vec<String>, OwnedFd, O
         .collect();
     args.push(super::FORKED.into());
     Some((args, stdin, stdout))
-}
-
-/// `--via-zygote`: hand this process's stdin and stdout (the VM's port) to
-/// a worker the zygote `name` forks with `args`, and exit once it has.
-fn ask(name: &str, args: &[String]) -> i32 {
-    match request(name, args) {
-        Ok(()) => 0,
-        Err(error) => {
-            eprintln!("ex_bashkit_worker: --via-zygote: {error}");
-            71
-        }
-    }
-}
-
-fn request(name: &str, args: &[String]) -> Result<(), String> {
-    let token = std::env::var(TOKEN_VAR).map_err(|_| format!("no {TOKEN_VAR}"))?;
-    let connection = seqpacket().map_err(|e| format!("socket: {e}"))?;
-    let address =
-        SocketAddrUnix::new_abstract_name(name.as_bytes()).map_err(|e| format!("name: {e}"))?;
-    net::connect(&connection, &address).map_err(|e| format!("connect: {e}"))?;
-
-    let payload = std::iter::once(token.as_str())
-        .chain(args.iter().map(String::as_str))
-        .collect::<Vec<_>>()
-        .join("\0");
-    let fds = [rustix::stdio::stdin(), rustix::stdio::stdout()];
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
-    let mut control = SendAncillaryBuffer::new(&mut space);
-    control.push(SendAncillaryMessage::ScmRights(&fds));
-    net::sendmsg(
-        &connection,
-        &[IoSlice::new(payload.as_bytes())],
-        &mut control,
-        SendFlags::empty(),
-    )
-    .map_err(|e| format!("send: {e}"))?;
-
-    let mut pid = [0u8; 4];
-    match net::recv(&connection, &mut pid, RecvFlags::empty()) {
-        Ok((4, _)) => Ok(()),
-        _ => Err("the zygote did not start the process".into()),
-    }
 }
 
 /// In the forked child: drop the zygote's descriptors, take `stdin` and

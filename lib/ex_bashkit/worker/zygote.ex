@@ -46,20 +46,35 @@ defmodule ExBashkit.Worker.Zygote do
     end
   end
 
+  # The answer comes to an alias, dropped when the caller gives up: a late
+  # one must not reach a worker owner that no longer waits for it.
   defp fork(owner, name, token, args) do
     port = Worker.open_port([name | args], executable: spawner(), env: [{@token_var, token}])
     {:os_pid, asker} = Port.info(port, :os_pid)
-    ref = make_ref()
-    send(owner, {:await_fork, asker, self(), ref})
+    reply_to = :erlang.alias()
+    send(owner, {:await_fork, asker, reply_to})
 
     receive do
-      {^ref, os_pid} -> {:ok, {port, os_pid, :forked}}
-      {^port, {:exit_status, _}} -> :error
+      {^reply_to, os_pid} ->
+        :erlang.unalias(reply_to)
+        {:ok, {port, os_pid, :forked}}
+
+      {^port, {:exit_status, _}} ->
+        gave_up(owner, asker, reply_to)
     after
       @start_wait_ms ->
         Port.close(port)
-        :error
+        gave_up(owner, asker, reply_to)
     end
+  rescue
+    # No `ex_bashkit_spawn` (a package built before it): start the worker.
+    _ in [ErlangError, ArgumentError] -> :error
+  end
+
+  defp gave_up(owner, asker, reply_to) do
+    :erlang.unalias(reply_to)
+    send(owner, {:forget_fork, asker})
+    :error
   end
 
   defp spawner, do: Path.join(:code.priv_dir(:ex_bashkit), "native/ex_bashkit_spawn")
@@ -87,7 +102,7 @@ defmodule ExBashkit.Worker.Zygote do
 
     state = %{
       port: nil,
-      # asker's os pid => the child's, or the caller waiting for it
+      # asker's os pid => the child's, or `{:waiting, alias}` of its caller
       forks: %{},
       # child's os pid => {status, seq} not yet asked for, oldest first in `order`
       exits: %{},
@@ -141,16 +156,19 @@ defmodule ExBashkit.Worker.Zygote do
   end
 
   @impl true
-  def handle_info({:await_fork, asker, pid, ref}, state) do
+  def handle_info({:await_fork, asker, reply_to}, state) do
     case Map.pop(state.forks, asker) do
       {os_pid, forks} when is_integer(os_pid) ->
-        send(pid, {ref, os_pid})
+        send(reply_to, {reply_to, os_pid})
         {:noreply, %{state | forks: forks}}
 
       {nil, forks} ->
-        {:noreply, %{state | forks: Map.put(forks, asker, {pid, ref})}}
+        {:noreply, %{state | forks: Map.put(forks, asker, {:waiting, reply_to})}}
     end
   end
+
+  def handle_info({:forget_fork, asker}, state),
+    do: {:noreply, %{state | forks: Map.delete(state.forks, asker)}}
 
   def handle_info({port, {:data, frame}}, %{port: port} = state) do
     {:noreply, zygote_said(:erlang.binary_to_term(frame, [:safe]), state)}
@@ -182,8 +200,8 @@ defmodule ExBashkit.Worker.Zygote do
 
   defp zygote_said({:forked, asker, os_pid}, state) do
     case Map.pop(state.forks, asker) do
-      {{pid, ref}, forks} ->
-        send(pid, {ref, os_pid})
+      {{:waiting, reply_to}, forks} ->
+        send(reply_to, {reply_to, os_pid})
         %{state | forks: forks}
 
       {nil, forks} ->

@@ -72,13 +72,17 @@ pub fn serve(start: fn(Vec<String>) -> i32) -> i32 {
         eprintln!("ex_bashkit_worker: zygote: no random token");
         return 71;
     }
-    let token: String = token.iter().map(|b| format!("{b:02x}")).collect();
+    // Hex: it travels in an environment variable.
+    let token: Vec<u8> = token
+        .iter()
+        .flat_map(|b| format!("{b:02x}").into_bytes())
+        .collect();
     match listen() {
         Ok((listener, name)) => {
             write_frame(&Value::tuple([
                 Value::atom("zygote"),
                 Value::Binary(name.into_bytes()),
-                Value::Binary(token.clone().into_bytes()),
+                Value::Binary(token.clone()),
             ]));
             serve_on(&listener, token, start)
         }
@@ -100,7 +104,7 @@ fn listen() -> rustix::io::Result<(OwnedFd, String)> {
     Ok((listener, name))
 }
 
-fn serve_on(listener: &OwnedFd, mut token: String, start: fn(Vec<String>) -> i32) -> i32 {
+fn serve_on(listener: &OwnedFd, mut token: Vec<u8>, start: fn(Vec<String>) -> i32) -> i32 {
     let children = ChildSignals::block();
     let stdin = rustix::stdio::stdin();
     loop {
@@ -141,7 +145,7 @@ fn stdin_closed() -> bool {
 /// Handle one request on `connection`.
 fn spawn(
     connection: OwnedFd,
-    token: &mut str,
+    token: &mut [u8],
     start: fn(Vec<String>) -> i32,
     listener: &OwnedFd,
     children: &ChildSignals,
@@ -165,8 +169,7 @@ fn spawn(
         0 => {
             // The child never needs the token: no copy of it stays in a
             // session's process.
-            // SAFETY: overwriting ASCII bytes with ASCII zeros keeps it UTF-8.
-            unsafe { token.as_bytes_mut().fill(b'0') };
+            token.fill(0);
             let code = become_child(&[listener, &children.fd, &connection], stdin, stdout)
                 .map(|()| start(args))
                 .unwrap_or(71);
@@ -186,7 +189,7 @@ fn spawn(
 
 /// The arguments and the two descriptors of one request, if it carries
 /// the token.
-fn receive(connection: &OwnedFd, token: &str) -> Option<(Vec<String>, OwnedFd, OwnedFd)> {
+fn receive(connection: &OwnedFd, token: &[u8]) -> Option<(Vec<String>, OwnedFd, OwnedFd)> {
     let mut bytes = vec![0u8; MAX_REQUEST_BYTES];
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
@@ -210,7 +213,7 @@ fn receive(connection: &OwnedFd, token: &str) -> Option<(Vec<String>, OwnedFd, O
         return None;
     }
     let mut fields = bytes[..message.bytes].split(|&b| b == spawn::SEPARATOR);
-    if fields.next()? != token.as_bytes() {
+    if fields.next()? != token {
         return None;
     }
     let [stdin, stdout]: [OwnedFd; 2] = fds.try_into().ok()?;
